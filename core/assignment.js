@@ -1,0 +1,174 @@
+'use strict'
+
+const { KEYSPACE_SIZE, evenRanges } = require('./keyspace')
+const { InvalidAssignmentError, StaleGenerationError } = require('./errors')
+const { normalize, overlap } = require('./ranges')
+
+/**
+ * An assignment is plain JSON:
+ *   { generation, slices: [{ start, end, servers: [id, ...] }], servers: { id: { url } } }
+ * Slices are half-open [start, end), sorted, and tile [0, 2^32) exactly.
+ */
+
+const isUint = (v, max) => Number.isInteger(v) && v >= 0 && v <= max
+
+/**
+ * Validate an assignment; throw InvalidAssignmentError naming the first fault.
+ * With `previousGeneration`, a generation not above it throws StaleGenerationError.
+ * @param {object} a
+ * @param {{previousGeneration?: number}} [options]
+ * @returns {object} the same assignment
+ */
+function validateAssignment (a, { previousGeneration } = {}) {
+  const fail = (msg) => { throw new InvalidAssignmentError('invalid assignment: ' + msg) }
+  if (a === null || typeof a !== 'object' || Array.isArray(a)) fail('expected an object')
+  if (!isUint(a.generation, Number.MAX_SAFE_INTEGER)) fail('generation must be a non-negative integer')
+  if (a.servers === null || typeof a.servers !== 'object' || Array.isArray(a.servers)) fail('servers must be an object of { id: { url } }')
+  for (const [id, s] of Object.entries(a.servers)) {
+    if (!id) fail('server ids must be non-empty')
+    if (s === null || typeof s !== 'object' || typeof s.url !== 'string' || !/^https?:\/\/\S+$/.test(s.url)) {
+      fail(`servers.${id}.url must be an http(s) URL`)
+    }
+  }
+  if (!Array.isArray(a.slices) || a.slices.length === 0) fail('slices must be a non-empty array')
+  let expectedStart = 0
+  for (let i = 0; i < a.slices.length; i++) {
+    const s = a.slices[i]
+    if (s === null || typeof s !== 'object') fail(`slices[${i}] must be an object`)
+    if (!isUint(s.start, KEYSPACE_SIZE - 1)) fail(`slices[${i}].start must be an integer in [0, 2^32)`)
+    if (!isUint(s.end, KEYSPACE_SIZE) || s.end <= s.start) fail(`slices[${i}].end must be an integer in (start, 2^32]`)
+    if (s.start > expectedStart) fail(`gap in the keyspace at ${expectedStart} (slices[${i}] starts at ${s.start})`)
+    if (s.start < expectedStart) fail(`slices[${i}] overlaps the previous slice or is out of order (start ${s.start} < ${expectedStart})`)
+    if (!Array.isArray(s.servers) || s.servers.length === 0) fail(`slices[${i}].servers must be a non-empty array`)
+    for (const id of s.servers) {
+      if (typeof id !== 'string' || !Object.hasOwn(a.servers, id)) fail(`slices[${i}] names unknown server ${JSON.stringify(id)}`)
+    }
+    expectedStart = s.end
+  }
+  if (expectedStart !== KEYSPACE_SIZE) fail(`gap in the keyspace at the end: slices stop at ${expectedStart}`)
+  if (previousGeneration !== undefined && a.generation <= previousGeneration) {
+    throw new StaleGenerationError(`stale assignment: generation ${a.generation} is not above current ${previousGeneration}`)
+  }
+  return a
+}
+
+/** The paper's initial assignment: server i owns one contiguous 1/n of the keyspace. */
+function evenAssignment (servers, generation = 1) {
+  const ids = Object.keys(servers).sort()
+  if (ids.length === 0) throw new InvalidAssignmentError('an assignment needs at least one server')
+  const slices = evenRanges(ids.length).map((r, i) => ({ start: r.start, end: r.end, servers: [ids[i]] }))
+  return { generation, slices, servers: cloneServers(servers) }
+}
+
+function cloneServers (servers) {
+  const out = {}
+  for (const id of Object.keys(servers).sort()) out[id] = { url: servers[id].url }
+  return out
+}
+
+/** Deep copy (assignments are small JSON; strategies must not mutate their input). */
+function cloneAssignment (a) {
+  return {
+    generation: a.generation,
+    slices: a.slices.map((s) => ({ start: s.start, end: s.end, servers: s.servers.slice() })),
+    servers: cloneServers(a.servers)
+  }
+}
+
+/** Same slices, owners and servers, ignoring the generation. */
+function sameLayout (a, b) {
+  if (a.slices.length !== b.slices.length) return false
+  for (let i = 0; i < a.slices.length; i++) {
+    const x = a.slices[i]
+    const y = b.slices[i]
+    if (x.start !== y.start || x.end !== y.end || x.servers.join('\0') !== y.servers.join('\0')) return false
+  }
+  const ka = Object.keys(a.servers).sort()
+  const kb = Object.keys(b.servers).sort()
+  return ka.join('\0') === kb.join('\0') && ka.every((k) => a.servers[k].url === b.servers[k].url)
+}
+
+/** Normalized key ranges whose primary owner is `serverId`. */
+function ownedRanges (a, serverId) {
+  return normalize(a.slices.filter((s) => s.servers[0] === serverId))
+}
+
+/**
+ * Key churn between two assignments (paper 5.2.1): the total key-range length
+ * whose primary owner differs. Splits and same-owner merges cost nothing.
+ */
+function keyChurn (before, after) {
+  let churn = 0
+  let i = 0
+  let j = 0
+  while (i < before.slices.length && j < after.slices.length) {
+    const x = before.slices[i]
+    const y = after.slices[j]
+    if (x.servers[0] !== y.servers[0]) churn += overlap(x, y)
+    if (x.end <= y.end) i++
+    else j++
+  }
+  return churn
+}
+
+/** Per-server load and keyspace share for an assignment and per-slice loads. */
+function serverLoads (a, loads) {
+  const out = {}
+  for (const id of Object.keys(a.servers)) out[id] = { load: 0, slices: 0, keys: 0 }
+  a.slices.forEach((s, i) => {
+    const o = out[s.servers[0]]
+    if (!o) return
+    o.load += loads[i] || 0
+    o.slices++
+    o.keys += s.end - s.start
+  })
+  return out
+}
+
+/** Imbalance as the paper defines it: max server load / mean server load (1 when idle). */
+function imbalance (perServerLoad) {
+  const values = Object.values(perServerLoad).map((v) => (typeof v === 'number' ? v : v.load))
+  if (values.length === 0) return 1
+  const total = values.reduce((x, y) => x + y, 0)
+  if (total === 0) return 1
+  return Math.max(...values) / (total / values.length)
+}
+
+/**
+ * Spread load reports `{start, end, count}` (which may describe slices of an
+ * older generation) over the assignment's slices, in proportion to overlap.
+ * @returns {Float64Array} load per slice of `a`
+ */
+function spreadLoads (a, reports) {
+  const loads = new Float64Array(a.slices.length)
+  const starts = a.slices.map((s) => s.start)
+  for (const r of reports) {
+    if (!(r.count > 0) || !(r.end > r.start)) continue
+    // first slice that may overlap r
+    let lo = 0
+    let hi = starts.length - 1
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >>> 1
+      if (starts[mid] <= r.start) lo = mid
+      else hi = mid - 1
+    }
+    const len = r.end - r.start
+    for (let i = lo; i < a.slices.length && a.slices[i].start < r.end; i++) {
+      const o = overlap(a.slices[i], r)
+      if (o > 0) loads[i] += (r.count * o) / len
+    }
+  }
+  return loads
+}
+
+module.exports = {
+  validateAssignment,
+  evenAssignment,
+  cloneAssignment,
+  sameLayout,
+  ownedRanges,
+  keyChurn,
+  serverLoads,
+  imbalance,
+  spreadLoads
+}

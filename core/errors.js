@@ -1,0 +1,65 @@
+'use strict'
+
+/**
+ * One error table for the whole project (fastify's lib/errors.js pattern).
+ * Every error carries a stable `code`; the ones that reach HTTP carry `status`.
+ * HTTP bodies are always `{ error: { code, message } }` (see toHttpBody).
+ */
+const TABLE = {
+  InvalidArgumentError: ['CHOPPER_ERR_INVALID_ARG', 400],
+  InvalidAssignmentError: ['CHOPPER_ERR_INVALID_ASSIGNMENT', 400],
+  StaleGenerationError: ['CHOPPER_ERR_STALE_GENERATION', 409],
+  MissingKeyError: ['CHOPPER_ERR_MISSING_KEY', 400],
+  MalformedBodyError: ['CHOPPER_ERR_MALFORMED_BODY', 400],
+  NotFoundError: ['CHOPPER_ERR_NOT_FOUND', 404],
+  MethodNotAllowedError: ['CHOPPER_ERR_METHOD_NOT_ALLOWED', 405],
+  PayloadTooLargeError: ['CHOPPER_ERR_PAYLOAD_TOO_LARGE', 413],
+  NotOwnerError: ['CHOPPER_ERR_NOT_OWNER', 421],
+  NoAssignmentError: ['CHOPPER_ERR_NO_ASSIGNMENT', 503],
+  UnknownServerError: ['CHOPPER_ERR_UNKNOWN_SERVER', 404],
+  UpstreamUnreachableError: ['CHOPPER_ERR_UPSTREAM_UNREACHABLE', 502],
+  UpstreamUnavailableError: ['CHOPPER_ERR_UPSTREAM_UNAVAILABLE', 503],
+  UpstreamTimeoutError: ['CHOPPER_ERR_UPSTREAM_TIMEOUT', 504],
+  StoreUnavailableError: ['CHOPPER_ERR_STORE_UNAVAILABLE', 503],
+  InternalError: ['CHOPPER_ERR_INTERNAL', 500]
+}
+
+class ChopperError extends Error {
+  constructor (message, options) {
+    super(message, options)
+    this.name = 'ChopperError'
+    this.code = 'CHOPPER_ERR'
+    this.status = 500
+  }
+}
+
+const errors = { ChopperError }
+for (const [name, [code, status]] of Object.entries(TABLE)) {
+  errors[name] = class extends ChopperError {
+    constructor (message, options) {
+      super(message, options)
+      this.name = name
+      this.code = code
+      this.status = status
+    }
+  }
+  Object.defineProperty(errors[name], 'name', { value: name })
+}
+
+/** Status for any error: ours carry it, body-parser's carry `status`/`statusCode`. */
+function statusOf (err) {
+  const s = err && (err.status || err.statusCode)
+  return Number.isInteger(s) && s >= 400 && s < 600 ? s : 500
+}
+
+/** JSON body for an error; 5xx messages from foreign errors are not leaked. */
+function toHttpBody (err) {
+  const status = statusOf(err)
+  if (err instanceof ChopperError) return { error: { code: err.code, message: err.message } }
+  if (status === 413) return { error: { code: TABLE.PayloadTooLargeError[0], message: err.message } }
+  if (status === 400) return { error: { code: TABLE.MalformedBodyError[0], message: err.message } }
+  if (status < 500) return { error: { code: 'CHOPPER_ERR_HTTP_' + status, message: err.message } }
+  return { error: { code: TABLE.InternalError[0], message: 'internal error' } }
+}
+
+module.exports = { ...errors, ERROR_TABLE: TABLE, statusOf, toHttpBody }

@@ -1,0 +1,81 @@
+'use strict'
+
+/**
+ * Every environment variable each component's entry point reads, with its
+ * default, in one visible place. The bin/ entry points read through
+ * `readEnv`, and the Terraform parse test imports this table so the
+ * deployment's user_data cannot drift from what the code reads.
+ */
+
+const DEFAULT_PORTS = Object.freeze({
+  frontend: 8080, // public data port
+  frontendControl: 8081, // assignment pushes from the controller
+  controller: 7070, // control plane only
+  app: 9000, // data port (front ends forward here)
+  appControl: 9001 // assignment pushes, load reports
+})
+
+const int = (v) => (/^\d+$/.test(v) ? Number(v) : NaN)
+const str = (v) => v
+
+const ENV = Object.freeze({
+  controller: {
+    CHOPPER_CONTROLLER_HOST: { key: 'host', default: '0.0.0.0', parse: str },
+    CHOPPER_CONTROLLER_PORT: { key: 'port', default: DEFAULT_PORTS.controller, parse: int },
+    CHOPPER_STRATEGY: { key: 'strategy', default: 'chopper', parse: str },
+    CHOPPER_PERIOD_MS: { key: 'periodMs', default: 5000, parse: int },
+    LOG_LEVEL: { key: 'logLevel', default: 'info', parse: str }
+  },
+  frontend: {
+    CHOPPER_CONTROLLER_URL: { key: 'controllerUrl', default: `http://127.0.0.1:${DEFAULT_PORTS.controller}`, parse: str },
+    CHOPPER_FRONTEND_ID: { key: 'id', default: undefined, parse: str },
+    CHOPPER_FRONTEND_HOST: { key: 'host', default: '0.0.0.0', parse: str },
+    CHOPPER_FRONTEND_PORT: { key: 'port', default: DEFAULT_PORTS.frontend, parse: int },
+    CHOPPER_FRONTEND_CONTROL_PORT: { key: 'controlPort', default: DEFAULT_PORTS.frontendControl, parse: int },
+    CHOPPER_ADVERTISE_HOST: { key: 'advertiseHost', default: '127.0.0.1', parse: str },
+    LOG_LEVEL: { key: 'logLevel', default: 'info', parse: str }
+  },
+  appserver: {
+    CHOPPER_APP: { key: 'app', default: 'compute', parse: str },
+    CHOPPER_CONTROLLER_URL: { key: 'controllerUrl', default: `http://127.0.0.1:${DEFAULT_PORTS.controller}`, parse: str },
+    CHOPPER_SERVER_ID: { key: 'id', default: undefined, parse: str },
+    CHOPPER_APP_HOST: { key: 'host', default: '0.0.0.0', parse: str },
+    CHOPPER_APP_PORT: { key: 'port', default: DEFAULT_PORTS.app, parse: int },
+    CHOPPER_APP_CONTROL_PORT: { key: 'controlPort', default: DEFAULT_PORTS.appControl, parse: int },
+    CHOPPER_ADVERTISE_HOST: { key: 'advertiseHost', default: '127.0.0.1', parse: str },
+    LOG_LEVEL: { key: 'logLevel', default: 'info', parse: str }
+  },
+  kvCache: {
+    CHOPPER_DDB_TABLE: { key: 'table', default: 'chopper-kv', parse: str },
+    CHOPPER_DDB_ENDPOINT: { key: 'dynamoEndpoint', default: undefined, parse: str },
+    AWS_REGION: { key: 'region', default: 'us-west-2', parse: str },
+    REDIS_URL: { key: 'redisUrl', default: undefined, parse: str },
+    CHOPPER_CACHE_TTL_MS: { key: 'cacheTtlMs', default: 10000, parse: int },
+    CHOPPER_MAX_VALUE_BYTES: { key: 'maxValueBytes', default: 400 * 1024, parse: int }
+  }
+})
+
+/**
+ * Read one component's settings from an environment object.
+ * Throws a TypeError naming the variable when a value does not parse.
+ * @param {'controller'|'frontend'|'appserver'|'kvCache'} component
+ * @param {Record<string,string|undefined>} env
+ */
+function readEnv (component, env = process.env) {
+  const spec = ENV[component]
+  if (!spec) throw new TypeError(`unknown component ${component}`)
+  const out = {}
+  for (const [name, { key, default: dflt, parse }] of Object.entries(spec)) {
+    const raw = env[name]
+    if (raw === undefined || raw === '') {
+      if (dflt !== undefined) out[key] = dflt
+      continue
+    }
+    const v = parse(raw)
+    if (Number.isNaN(v)) throw new TypeError(`environment variable ${name} must be a non-negative integer, got ${JSON.stringify(raw)}`)
+    out[key] = v
+  }
+  return out
+}
+
+module.exports = { DEFAULT_PORTS, ENV, readEnv }
