@@ -7,7 +7,7 @@ const { statusOf, toHttpBody } = require('./errors')
  * with its status; 5xx are logged.
  */
 function jsonErrorHandler (logger) {
-  return function errorHandler (err, req, res, next) { // eslint-disable-line no-unused-vars
+  return function errorHandler (err, req, res, next) {
     const status = statusOf(err)
     if (status >= 500) logger.error({ err, path: req.path }, 'request failed')
     if (res.headersSent) return res.destroy(err)

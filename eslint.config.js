@@ -1,0 +1,7 @@
+'use strict'
+
+const neostandard = require('neostandard')
+
+module.exports = [
+  ...neostandard({ ignores: ['node_modules/**', 'coverage/**', 'bench/results/**'] })
+]
