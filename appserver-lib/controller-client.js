@@ -1,0 +1,38 @@
+'use strict'
+
+const axios = require('axios')
+
+/**
+ * Registration with the controller. Registering returns the current
+ * assignment so a new member serves at once instead of waiting for a push.
+ */
+class ControllerClient {
+  constructor ({ controllerUrl, timeoutMs = 2000 }) {
+    this.http = axios.create({ baseURL: controllerUrl, timeout: timeoutMs })
+  }
+
+  async registerServer ({ id, url, controlUrl }) {
+    const { data } = await this.http.post('/v1/servers', { id, url, controlUrl })
+    return data
+  }
+
+  async deregisterServer (id) {
+    await this.http.delete(`/v1/servers/${encodeURIComponent(id)}`)
+  }
+
+  async registerFrontend ({ id, controlUrl }) {
+    const { data } = await this.http.post('/v1/frontends', { id, controlUrl })
+    return data
+  }
+
+  async deregisterFrontend (id) {
+    await this.http.delete(`/v1/frontends/${encodeURIComponent(id)}`)
+  }
+
+  async getAssignment () {
+    const { data } = await this.http.get('/v1/assignment')
+    return data
+  }
+}
+
+module.exports = { ControllerClient }

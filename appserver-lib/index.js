@@ -1,0 +1,8 @@
+'use strict'
+
+module.exports = {
+  ...require('./app-server'),
+  ...require('./shard-guard'),
+  ...require('./middleware'),
+  ...require('./controller-client')
+}
