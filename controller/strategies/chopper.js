@@ -1,0 +1,175 @@
+'use strict'
+
+const { KEYSPACE_SIZE } = require('../../core/keyspace')
+const {
+  validateAssignment, evenAssignment, cloneAssignment, keyChurn, serverLoads, imbalance
+} = require('../../core/assignment')
+const { InvalidArgumentError } = require('../../core/errors')
+const { resolveOptions, expect, toLoads, checkServerId, checkUrl, checkServers } = require('./inputs')
+const { mergePhase } = require('./merge')
+const { movePhase } = require('./move')
+const { splitPhase } = require('./split')
+
+/**
+ * The Chopper balancing strategy (paper 5.2): one round runs merge, move and
+ * split, in that order, on the per-slice loads of the last period. Pure and
+ * deterministic; see docs/algorithm.md for the rules and their sources.
+ */
+
+const NAME = 'chopper'
+
+/** Every option and its default, in one place (documented in docs/algorithm.md). */
+const defaults = Object.freeze({
+  mergeChurnLimit: 0.2, // paper 5.2.2: 20% of the keyspace, "based on experiment tuning"
+  moveChurnLimit: 0.2, // paper 5.2.3 gives no figure; same as merge
+  moveRatio: 1.25, // paper 5.2.3 step 3: stop moving when hottest/coolest < 1.25
+  maxSlices: 65536, // not in the paper: caps the assignment size pushed to every front end
+  minSliceLength: 1 // not in the paper: a slice shorter than 2x this is never split
+})
+
+const checks = {
+  mergeChurnLimit: expect.fraction,
+  moveChurnLimit: expect.fraction,
+  moveRatio: expect.ratio,
+  maxSlices: expect.intAtLeast(1),
+  minSliceLength: expect.intAtLeast(1, KEYSPACE_SIZE / 2)
+}
+
+const options = (o) => resolveOptions(NAME, defaults, checks, o)
+
+/**
+ * The initial assignment (generation 1): each server, in id order, owns one
+ * contiguous 1/n of the keyspace, as in the paper's setup.
+ * @param {Object<string, {url:string}>} servers
+ * @param {object} [opts] chopper options (validated, unused)
+ */
+function initial (servers, opts) {
+  options(opts)
+  checkServers(servers)
+  return evenAssignment(servers, 1)
+}
+
+/**
+ * One balancing round with its bookkeeping.
+ * @param {object} assignment current assignment (not mutated)
+ * @param {ArrayLike<number>} loads requests per slice in the last period, aligned with assignment.slices
+ * @param {object} [opts] see `defaults`
+ * @returns {{ assignment: object, loads: Float64Array, churn: {merge:number, move:number, total:number},
+ *   ops: object[], imbalance: {before:number, after:number}, moveStop: string|null }}
+ *   `loads` are the estimated per-slice loads of the new assignment (merged
+ *   slices sum, split halves halve); churn is in keys (`total` is the real
+ *   owner change between input and output, which can be below merge + move);
+ *   `moveStop` says why the move phase ended.
+ */
+function chopperRound (assignment, loads, opts) {
+  const o = options(opts)
+  validateAssignment(assignment)
+  const load = toLoads(loads, assignment.slices.length)
+  const base = cloneAssignment(assignment)
+  const ids = Object.keys(base.servers) // cloneAssignment sorts them
+  const before = imbalance(serverLoads(base, load))
+
+  let total = 0
+  for (const v of load) total += v
+  if (total === 0) {
+    // idle period: no signal, so no change (and nothing to merge or split against)
+    return { assignment: base, loads: load, churn: { merge: 0, move: 0, total: 0 }, ops: [], imbalance: { before, after: before }, moveStop: null }
+  }
+
+  const working = base.slices.map((s, i) => ({ start: s.start, end: s.end, servers: s.servers, load: load[i] }))
+  const merged = mergePhase(working, ids, o.mergeChurnLimit * KEYSPACE_SIZE)
+  const moved = movePhase(merged.slices, ids, { ratio: o.moveRatio, churnLimit: o.moveChurnLimit * KEYSPACE_SIZE })
+  const split = splitPhase(moved.slices, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength })
+
+  const next = {
+    generation: base.generation,
+    slices: split.slices.map((s) => ({ start: s.start, end: s.end, servers: s.servers })),
+    servers: base.servers
+  }
+  const nextLoads = Float64Array.from(split.slices, (s) => s.load)
+  return {
+    assignment: next,
+    loads: nextLoads,
+    churn: { merge: merged.churn, move: moved.churn, total: keyChurn(assignment, next) },
+    ops: [...merged.ops, ...moved.ops, ...split.ops],
+    imbalance: { before, after: imbalance(serverLoads(next, nextLoads)) },
+    moveStop: moved.stop
+  }
+}
+
+/**
+ * One balancing round (merge, move, split). Same generation as the input;
+ * the controller bumps it when the layout changed.
+ */
+function rebalance (assignment, loads, opts) {
+  return chopperRound(assignment, loads, opts).assignment
+}
+
+/**
+ * Add a server with no slices. It is the coolest server (load 0), so the
+ * next round's move phase hands it slices (within the move churn budget).
+ * @param {object} assignment
+ * @param {string} id
+ * @param {string} url
+ * @param {ArrayLike<number>} [loads] validated when given; not needed
+ * @param {object} [opts]
+ */
+function addServer (assignment, id, url, loads, opts) {
+  options(opts)
+  validateAssignment(assignment)
+  checkServerId(id)
+  checkUrl(url)
+  toLoads(loads, assignment.slices.length, { required: false })
+  if (Object.hasOwn(assignment.servers, id)) throw new InvalidArgumentError(`server ${id} is already in the assignment`)
+  const next = cloneAssignment(assignment)
+  next.servers[id] = { url }
+  return cloneAssignment(next) // re-sorts the servers object
+}
+
+/**
+ * Remove a server and reassign its slices at once: hottest slice first, each
+ * to the currently least-loaded remaining server (ties: least keyspace, then
+ * id), counting each given slice towards that server's tally. Merges nothing.
+ * @param {object} assignment
+ * @param {string} id
+ * @param {ArrayLike<number>} [loads] per-slice loads of the last period; all zero when omitted
+ * @param {object} [opts]
+ */
+function removeServer (assignment, id, loads, opts) {
+  options(opts)
+  validateAssignment(assignment)
+  checkServerId(id)
+  const load = toLoads(loads, assignment.slices.length, { required: false })
+  return reassignFrom(assignment, id, load)
+}
+
+function reassignFrom (assignment, id, load) {
+  if (!Object.hasOwn(assignment.servers, id)) throw new InvalidArgumentError(`server ${id} is not in the assignment`)
+  const remaining = Object.keys(assignment.servers).filter((s) => s !== id)
+  if (remaining.length === 0) throw new InvalidArgumentError(`cannot remove server ${id}: it is the last server`)
+  const next = cloneAssignment(assignment)
+  delete next.servers[id]
+  const tally = serverLoads(assignment, load)
+  const leaving = []
+  next.slices.forEach((s, i) => {
+    if (s.servers[0] === id) leaving.push(i)
+    else s.servers = s.servers.filter((x) => x !== id) // drop it as a secondary replica
+  })
+  const len = (i) => next.slices[i].end - next.slices[i].start
+  leaving.sort((a, b) => load[b] - load[a] || len(b) - len(a) || next.slices[a].start - next.slices[b].start)
+  for (const i of leaving) {
+    let target = remaining[0]
+    for (const r of remaining) {
+      const t = tally[r]
+      const best = tally[target]
+      if (t.load < best.load || (t.load === best.load && (t.keys < best.keys || (t.keys === best.keys && r < target)))) target = r
+    }
+    tally[target].load += load[i]
+    tally[target].keys += len(i)
+    const s = next.slices[i]
+    s.servers = [target, ...s.servers.filter((x) => x !== id && x !== target)]
+  }
+  return next
+}
+
+module.exports = { name: NAME, defaults, initial, rebalance, addServer, removeServer, chopperRound }

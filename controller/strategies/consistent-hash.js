@@ -1,0 +1,116 @@
+'use strict'
+
+const farmhash = require('farmhash')
+const { KEYSPACE_SIZE } = require('../../core/keyspace')
+const { validateAssignment, evenAssignment, cloneAssignment } = require('../../core/assignment')
+const { InvalidArgumentError } = require('../../core/errors')
+const { resolveOptions, expect, toLoads, checkServerId, checkUrl, checkServers } = require('./inputs')
+
+/**
+ * The static baseline of the paper's evaluation (section 6): a consistent-hash
+ * ring with virtual nodes, expressed as an ordinary assignment so front ends
+ * and app servers need nothing special. It never reacts to load.
+ *
+ * Point i of server `id` is farmhash.fingerprint32(`${id}#${i}`); a slice key
+ * k belongs to the first point clockwise with point >= k, wrapping past 2^32.
+ * Two servers hashing to the same point: the lower id takes it.
+ * With `vnodes: 0` the ring is replaced by the paper's own "consistent
+ * hashing" setup: contiguous 1/n ranges in id order (adding or removing a
+ * server then moves much more than 1/n of the keys).
+ */
+
+const NAME = 'consistent-hash'
+
+/** Every option and its default, in one place. */
+const defaults = Object.freeze({
+  vnodes: 100 // points per server; 0 = contiguous 1/n ranges
+})
+
+const checks = { vnodes: expect.intAtLeast(0, 10000) }
+
+const options = (o) => resolveOptions(NAME, defaults, checks, o)
+
+/**
+ * The ring as an assignment with adjacent same-owner ranges coalesced.
+ * @param {Object<string, {url:string}>} servers
+ * @param {number} vnodes
+ * @param {number} generation
+ */
+function ringAssignment (servers, vnodes, generation) {
+  if (vnodes === 0) return evenAssignment(servers, generation)
+  const ids = Object.keys(servers).sort()
+  const n = ids.length
+  // point * n + idIndex < 2^32 * 2^21 stays exact in a double, so one numeric
+  // sort orders by point, then by id (the tie-break)
+  const entries = new Float64Array(n * vnodes)
+  let e = 0
+  for (let s = 0; s < n; s++) {
+    for (let i = 0; i < vnodes; i++) entries[e++] = farmhash.fingerprint32(`${ids[s]}#${i}`) * n + s
+  }
+  entries.sort()
+  const slices = []
+  const push = (start, end, owner) => {
+    if (end <= start) return // a point shadowed by an equal, lower-id point
+    const last = slices[slices.length - 1]
+    if (last && last.servers[0] === owner) last.end = end
+    else slices.push({ start, end, servers: [owner] })
+  }
+  const pointOf = (x) => Math.floor(x / n)
+  const ownerOf = (x) => ids[x % n]
+  let start = 0
+  for (const x of entries) {
+    const p = pointOf(x)
+    push(start, p + 1, ownerOf(x)) // keys in (previous point, p] belong to p
+    start = Math.max(start, p + 1)
+  }
+  push(start, KEYSPACE_SIZE, ownerOf(entries[0])) // wrap: keys past the last point go to the first
+  const out = { generation, slices, servers: {} }
+  for (const id of ids) out.servers[id] = { url: servers[id].url }
+  return out
+}
+
+/**
+ * The ring for `servers` (generation 1).
+ * @param {Object<string, {url:string}>} servers
+ * @param {object} [opts] { vnodes }
+ */
+function initial (servers, opts) {
+  const o = options(opts)
+  checkServers(servers)
+  return ringAssignment(servers, o.vnodes, 1)
+}
+
+/** Static: the assignment is returned unchanged (a copy), whatever the loads. */
+function rebalance (assignment, loads, opts) {
+  options(opts)
+  validateAssignment(assignment)
+  toLoads(loads, assignment.slices.length)
+  return cloneAssignment(assignment)
+}
+
+/** Rebuild the ring with one more server: only the keys its points capture move (~1/(n+1)). */
+function addServer (assignment, id, url, loads, opts) {
+  const o = options(opts)
+  validateAssignment(assignment)
+  checkServerId(id)
+  checkUrl(url)
+  toLoads(loads, assignment.slices.length, { required: false })
+  if (Object.hasOwn(assignment.servers, id)) throw new InvalidArgumentError(`server ${id} is already in the assignment`)
+  const servers = { ...cloneAssignment(assignment).servers, [id]: { url } }
+  return ringAssignment(servers, o.vnodes, assignment.generation)
+}
+
+/** Rebuild the ring without a server: only its keys move, to the next points clockwise. */
+function removeServer (assignment, id, loads, opts) {
+  const o = options(opts)
+  validateAssignment(assignment)
+  checkServerId(id)
+  toLoads(loads, assignment.slices.length, { required: false })
+  if (!Object.hasOwn(assignment.servers, id)) throw new InvalidArgumentError(`server ${id} is not in the assignment`)
+  const servers = cloneAssignment(assignment).servers
+  delete servers[id]
+  if (Object.keys(servers).length === 0) throw new InvalidArgumentError(`cannot remove server ${id}: it is the last server`)
+  return ringAssignment(servers, o.vnodes, assignment.generation)
+}
+
+module.exports = { name: NAME, defaults, initial, rebalance, addServer, removeServer, ringAssignment }

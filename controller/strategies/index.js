@@ -1,0 +1,27 @@
+'use strict'
+
+const { InvalidArgumentError } = require('../../core/errors')
+const chopper = require('./chopper')
+const consistentHash = require('./consistent-hash')
+
+/**
+ * Balancing strategies by name. Each is a set of pure functions:
+ * initial, rebalance, addServer, removeServer (plus `name` and `defaults`).
+ */
+const strategies = Object.freeze({
+  [chopper.name]: chopper,
+  [consistentHash.name]: consistentHash
+})
+
+/**
+ * @param {string} name e.g. 'chopper' or 'consistent-hash'
+ * @returns {object} the strategy module
+ */
+function getStrategy (name) {
+  if (typeof name !== 'string' || !Object.hasOwn(strategies, name)) {
+    throw new InvalidArgumentError(`unknown strategy ${JSON.stringify(name)} (valid strategies: ${Object.keys(strategies).join(', ')})`)
+  }
+  return strategies[name]
+}
+
+module.exports = { strategies, getStrategy }

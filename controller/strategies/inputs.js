@@ -1,0 +1,110 @@
+'use strict'
+
+const { InvalidArgumentError } = require('../../core/errors')
+
+/**
+ * Argument checks shared by every strategy. Strategies validate everything
+ * before doing any work, and each error names the option or argument and what
+ * was expected (house style).
+ */
+
+const URL_RE = /^https?:\/\/\S+$/
+
+/**
+ * Merge `options` over the strategy's frozen `defaults` and validate each value.
+ * Unknown option names are rejected so that a typo (`moveRatios`) cannot
+ * silently fall back to a default.
+ * @param {string} strategy strategy name, for messages
+ * @param {object} defaults every option with its default
+ * @param {Object<string, function(*): (string|null)>} checks per option: returns what was expected, or null when valid
+ * @param {object} [options]
+ * @returns {object} a new, complete options object
+ */
+function resolveOptions (strategy, defaults, checks, options) {
+  if (options === undefined || options === null) return { ...defaults }
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidArgumentError(`${strategy} options must be an object`)
+  }
+  const resolved = { ...defaults }
+  for (const [key, value] of Object.entries(options)) {
+    if (!Object.hasOwn(defaults, key)) {
+      throw new InvalidArgumentError(`unknown ${strategy} option ${key} (valid options: ${Object.keys(defaults).join(', ')})`)
+    }
+    if (value !== undefined) resolved[key] = value
+  }
+  for (const [key, check] of Object.entries(checks)) {
+    const expected = check(resolved[key])
+    if (expected) {
+      throw new InvalidArgumentError(`invalid ${strategy} option ${key}: expected ${expected}, got ${show(resolved[key])}`)
+    }
+  }
+  return resolved
+}
+
+function show (v) {
+  if (typeof v === 'string') return JSON.stringify(v)
+  if (typeof v === 'number' || typeof v === 'boolean' || v === null || v === undefined) return String(v)
+  return Array.isArray(v) ? 'an array' : typeof v
+}
+
+/** Option checkers: each returns a description of what was expected, or null. */
+const expect = {
+  fraction: (v) => (typeof v === 'number' && v >= 0 && v <= 1 ? null : 'a number in [0, 1] (fraction of the keyspace)'),
+  ratio: (v) => (typeof v === 'number' && Number.isFinite(v) && v >= 1 ? null : 'a finite number >= 1'),
+  intAtLeast: (min, max = 2 ** 32) => (v) => (Number.isInteger(v) && v >= min && v <= max ? null : `an integer in [${min}, ${max}]`)
+}
+
+/**
+ * Per-slice loads as a fresh Float64Array aligned with the assignment's slices.
+ * @param {ArrayLike<number>|null|undefined} loads
+ * @param {number} n number of slices
+ * @param {{required?: boolean}} [opts] when not required, a missing value means all zero
+ * @returns {Float64Array}
+ */
+function toLoads (loads, n, { required = true } = {}) {
+  if (loads === undefined || loads === null) {
+    if (required) throw new InvalidArgumentError('loads is required: an array of per-slice request counts')
+    return new Float64Array(n)
+  }
+  const arrayLike = Array.isArray(loads) || (ArrayBuffer.isView(loads) && !(loads instanceof DataView))
+  if (!arrayLike) throw new InvalidArgumentError('loads must be an array or typed array of per-slice request counts')
+  if (loads.length !== n) {
+    throw new InvalidArgumentError(`loads must have one entry per slice: expected length ${n}, got ${loads.length}`)
+  }
+  const out = new Float64Array(n)
+  for (let i = 0; i < n; i++) {
+    const v = loads[i]
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
+      throw new InvalidArgumentError(`loads[${i}] must be a finite number >= 0, got ${show(v)}`)
+    }
+    out[i] = v
+  }
+  return out
+}
+
+/** A server id: a non-empty string. */
+function checkServerId (id, what = 'server id') {
+  if (typeof id !== 'string' || id.length === 0) throw new InvalidArgumentError(`${what} must be a non-empty string, got ${show(id)}`)
+}
+
+/** A server base URL, as core/assignment.js validateAssignment accepts it. */
+function checkUrl (url, what = 'url') {
+  if (typeof url !== 'string' || !URL_RE.test(url)) throw new InvalidArgumentError(`${what} must be an http(s) URL, got ${show(url)}`)
+}
+
+/** `servers` for `initial`: a non-empty object of `{ id: { url } }`. */
+function checkServers (servers) {
+  if (servers === null || typeof servers !== 'object' || Array.isArray(servers)) {
+    throw new InvalidArgumentError('servers must be an object of { id: { url } }')
+  }
+  const ids = Object.keys(servers)
+  if (ids.length === 0) throw new InvalidArgumentError('servers must name at least one server')
+  for (const id of ids) {
+    checkServerId(id)
+    const s = servers[id]
+    if (s === null || typeof s !== 'object') throw new InvalidArgumentError(`servers.${id} must be an object { url }`)
+    checkUrl(s.url, `servers.${id}.url`)
+  }
+}
+
+module.exports = { resolveOptions, expect, toLoads, checkServerId, checkUrl, checkServers }
