@@ -48,6 +48,7 @@ function createAppServer (options) {
 
   const data = express()
   data.disable('x-powered-by')
+  data.disable('etag')
   data.get('/healthz', (req, res) => res.json({ ok: true, serverId: id, generation: guard.generation }))
   data.use(shardGuardMiddleware(guard, { keyFrom }))
   data.use(app)

@@ -25,7 +25,9 @@ function createControlApp ({ guard, registry, logger }) {
       }
       res.json({ accepted: true, changed, generation: guard.generation })
     } catch (err) {
-      logger.warn({ err: { code: err.code, message: err.message } }, 'assignment push rejected')
+      // A stale push is routine (registration can install a newer map first); anything else is not.
+      const level = err.code === 'CHOPPER_ERR_STALE_GENERATION' ? 'debug' : 'warn'
+      logger[level]({ err: { code: err.code, message: err.message } }, 'assignment push rejected')
       next(err)
     }
   })

@@ -1,0 +1,71 @@
+#!/usr/bin/env node
+'use strict'
+
+const pino = require('pino')
+const { startLocalCluster, defaults } = require('../cluster/local-cluster')
+const { parseFlags, onShutdown } = require('../cli/args')
+
+const USAGE = `usage: npm start -- [flags]   (or: node bin/cluster.js [flags])
+
+Runs a local Chopper cluster: a controller, app servers and front ends on 127.0.0.1.
+
+  --app compute|kv-cache           app hosted by the app servers (default ${defaults.app})
+  --frontends N                    front ends (default ${defaults.frontends})
+  --servers N                      app servers (default ${defaults.servers})
+  --strategy chopper|consistent-hash  balancing strategy (default ${defaults.strategy})
+  --period MS                      balancing period in ms (default ${defaults.periodMs})
+  --port P                         first front end's port; the rest follow (default ${defaults.port})
+  --log-level LEVEL                pino level (default info; LOG_LEVEL also works)
+  -h, --help                       this message
+`
+
+async function main () {
+  const { values, error } = parseFlags(process.argv.slice(2), {
+    options: {
+      app: { type: 'string' },
+      frontends: { type: 'string' },
+      servers: { type: 'string' },
+      strategy: { type: 'string' },
+      period: { type: 'string' },
+      port: { type: 'string' },
+      'log-level': { type: 'string' },
+      help: { type: 'boolean', short: 'h' }
+    },
+    integers: ['frontends', 'servers', 'period', 'port'],
+    choices: { app: ['compute', 'kv-cache'], strategy: ['chopper', 'consistent-hash'] }
+  })
+  if (error) {
+    process.stderr.write(`error: ${error}\n\n${USAGE}`)
+    process.exit(2)
+  }
+  if (values.help) {
+    process.stdout.write(USAGE)
+    return
+  }
+  const logger = pino({ level: values['log-level'] || process.env.LOG_LEVEL || 'info' })
+  let cluster
+  try {
+    cluster = await startLocalCluster({
+      app: values.app,
+      frontends: values.frontends,
+      servers: values.servers,
+      strategy: values.strategy,
+      periodMs: values.period,
+      port: values.port,
+      logger
+    })
+  } catch (err) {
+    if (err.code === 'EADDRINUSE') process.stderr.write(`error: port in use (${err.message}); pick another with --port\n`)
+    else process.stderr.write(`error: ${err.code ? err.code + ': ' : ''}${err.message}\n`)
+    process.exit(1)
+  }
+  const lines = [
+    ...cluster.frontends.map((f) => `frontend   ${f.url}`),
+    `controller ${cluster.controller.url}`,
+    ...cluster.servers.map((s) => `appserver  ${s.id} ${s.url} (control ${s.controlUrl})`)
+  ]
+  process.stdout.write(lines.join('\n') + '\nready; Ctrl-C to stop\n')
+  onShutdown(() => cluster.close(), logger)
+}
+
+main()

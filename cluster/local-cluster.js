@@ -1,0 +1,117 @@
+'use strict'
+
+const { Registry } = require('prom-client')
+const { createController } = require('../controller')
+const { createFrontend } = require('../frontend')
+const { createAppServer } = require('../appserver-lib')
+const { loadApp } = require('../apps')
+const { InvalidArgumentError } = require('../core/errors')
+const { silent } = require('../core/logger')
+const { pollUntil } = require('../core/poll')
+
+/** Every option of startLocalCluster and its default (the `npm start` flags). */
+const defaults = Object.freeze({
+  app: 'compute',
+  frontends: 2,
+  servers: 3,
+  strategy: 'chopper',
+  strategyOptions: {},
+  periodMs: 5000,
+  port: 8080, // first front end; the rest follow. 0 = ephemeral ports everywhere
+  host: '127.0.0.1',
+  appOptions: {}, // passed to the app's create()
+  frontendOptions: {},
+  readyTimeoutMs: 30000,
+  logger: silent
+})
+
+/**
+ * Boot a controller, app servers and front ends on localhost, and wait until
+ * every front end routes with the controller's current assignment.
+ * @returns {Promise<{ controller, frontends, servers, close }>}
+ */
+async function startLocalCluster (options = {}) {
+  const opts = { ...defaults, ...withoutUndefined(options) }
+  for (const k of ['frontends', 'servers']) {
+    if (!Number.isInteger(opts[k]) || opts[k] < 1 || opts[k] > 64) throw new InvalidArgumentError(`invalid ${k}: expected an integer from 1 to 64`)
+  }
+  if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port + opts.frontends > 65536) throw new InvalidArgumentError('invalid port: expected 0 or a free port with room for the other front ends after it')
+  const appModule = loadApp(opts.app)
+  const log = opts.logger
+  const closers = []
+  const closeAll = async () => {
+    for (const fn of closers.splice(0).reverse()) {
+      try { await fn() } catch (err) { log.warn({ err }, 'error while stopping the cluster') }
+    }
+  }
+
+  try {
+    const controller = createController({ host: opts.host, port: 0, strategy: opts.strategy, strategyOptions: opts.strategyOptions, periodMs: opts.periodMs, logger: log })
+    const { url: controllerUrl } = await controller.start()
+    closers.push(() => controller.close())
+
+    let appOptions = { ...opts.appOptions }
+    if (typeof appModule.prepareCluster === 'function') {
+      // Shared embedded dependencies (e.g. one in-process DynamoDB for all kv-cache servers).
+      const shared = await appModule.prepareCluster({ ...appOptions, logger: log })
+      appOptions = { ...appOptions, ...shared.options }
+      closers.push(() => shared.close())
+    }
+
+    const servers = []
+    for (let i = 1; i <= opts.servers; i++) {
+      const id = `app-${i}`
+      const registry = new Registry()
+      const instance = await appModule.create({ ...appOptions, serverId: id, registry, logger: log.child({ serverId: id }) })
+      if (instance.close) closers.push(() => instance.close())
+      const server = createAppServer({
+        id,
+        app: instance.app,
+        onAcquire: instance.onAcquire,
+        onRelease: instance.onRelease,
+        registry,
+        controllerUrl,
+        host: opts.host,
+        advertiseHost: opts.host,
+        logger: log
+      })
+      const urls = await server.start()
+      closers.push(() => server.close())
+      servers.push({ id, ...urls, server, instance })
+    }
+
+    const frontends = []
+    for (let i = 0; i < opts.frontends; i++) {
+      const fe = createFrontend({
+        ...opts.frontendOptions,
+        id: `fe-${i + 1}`,
+        host: opts.host,
+        advertiseHost: opts.host,
+        port: opts.port === 0 ? 0 : opts.port + i,
+        controllerUrl,
+        logger: log
+      })
+      const urls = await fe.start()
+      closers.push(() => fe.close())
+      frontends.push({ id: fe.id, ...urls, frontend: fe })
+    }
+
+    await pollUntil(() => {
+      const a = controller.assignment
+      return a && Object.keys(a.servers).length === opts.servers &&
+        frontends.every((f) => f.frontend.table.generation === a.generation) &&
+        servers.every((s) => s.server.guard.generation === a.generation)
+    }, { timeoutMs: opts.readyTimeoutMs, what: 'every component to hold the current assignment' })
+
+    return { controller: { url: controllerUrl, controller }, frontends, servers, close: closeAll }
+  } catch (err) {
+    await closeAll()
+    throw err
+  }
+}
+
+function withoutUndefined (o) {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined))
+}
+
+module.exports = { startLocalCluster, defaults }

@@ -1,0 +1,6 @@
+'use strict'
+
+module.exports = {
+  ...require('./frontend'),
+  ...require('./routing-table')
+}

@@ -1,0 +1,118 @@
+'use strict'
+
+const { pipeline } = require('node:stream/promises')
+const { sliceKey } = require('../core/keyspace')
+const {
+  MissingKeyError, NoAssignmentError, UpstreamUnreachableError, UpstreamUnavailableError,
+  UpstreamTimeoutError, PayloadTooLargeError
+} = require('../core/errors')
+const { defaultKeyFrom } = require('../appserver-lib/middleware')
+
+// RFC 9110 7.6.1 connection-specific headers are never forwarded.
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host'])
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
+
+function forwardHeaders (req, generation) {
+  const out = {}
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (!HOP_BY_HOP.has(name)) out[name] = value
+  }
+  out['x-forwarded-for'] = req.headers['x-forwarded-for'] ? `${req.headers['x-forwarded-for']}, ${req.socket.remoteAddress}` : req.socket.remoteAddress
+  if (req.headers.host) out['x-forwarded-host'] = req.headers.host
+  out['x-chopper-generation'] = String(generation)
+  return out
+}
+
+function hasBody (req) {
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] || 0) > 0
+}
+
+/** Read a request body of known length up to `limit` bytes, so a 421 can be retried. */
+async function bufferBody (req, limit) {
+  const chunks = []
+  let size = 0
+  for await (const chunk of req) {
+    size += chunk.length
+    if (size > limit) throw new PayloadTooLargeError(`request body exceeds ${limit} bytes`)
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks)
+}
+
+/**
+ * The front end's data path: key -> fingerprint32 -> binary search -> forward.
+ * On 421 (our map is stale) or an unreachable owner, pull the assignment and
+ * retry once when the request can be replayed (no body, or a body small
+ * enough to have been buffered).
+ */
+function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFrom, bufferLimit, logger }) {
+  return async function proxy (req, res) {
+    const started = process.hrtime.bigint()
+    const appKey = keyFrom(req)
+    if (appKey === undefined) throw new MissingKeyError('missing key: pass ?key=K or an X-Chopper-Key header')
+    const key = sliceKey(appKey)
+    if (!table.map) await table.refresh()
+    if (!table.map) throw new NoAssignmentError('no slice assignment yet: the controller has not pushed one')
+
+    let body
+    let replayable = true
+    if (hasBody(req)) {
+      const length = Number(req.headers['content-length'])
+      if (Number.isFinite(length) && length <= bufferLimit) {
+        body = await bufferBody(req, bufferLimit)
+      } else {
+        body = req // streamed through; cannot be replayed
+        replayable = false
+      }
+    }
+
+    let upstream
+    let owner
+    for (let attempt = 0; ; attempt++) {
+      const map = table.map
+      owner = map.ownerOf(key)
+      const origin = map.urlOf(owner)
+      const generation = map.generation
+      try {
+        upstream = await forwarder.request(origin, { method: req.method, path: req.originalUrl, headers: forwardHeaders(req, generation), body })
+      } catch (err) {
+        metrics.upstreamErrors.inc({ server: owner, code: err.code || 'UNKNOWN' })
+        if (TIMEOUT_CODES.has(err.code)) throw new UpstreamTimeoutError(`app server ${owner} did not answer in time`, { cause: err })
+        if (attempt === 0 && replayable) {
+          // The owner may have left: a newer map may route elsewhere.
+          const next = await table.refresh()
+          if (next && next.generation !== generation) {
+            metrics.retries.inc({ reason: 'unreachable' })
+            continue
+          }
+        }
+        logger.warn({ server: owner, origin, err: { code: err.code, message: err.message } }, 'app server unreachable')
+        throw new UpstreamUnreachableError(`app server ${owner} at ${origin} is unreachable (${err.code || err.message})`, { cause: err })
+      }
+      if (upstream.statusCode !== 421) break
+      upstream.body.resume()
+      metrics.misdirected.inc()
+      if (attempt > 0 || !replayable) {
+        throw new UpstreamUnavailableError(`slice ownership for key ${JSON.stringify(appKey)} is moving; retry the request`)
+      }
+      await table.refresh()
+      metrics.retries.inc({ reason: 'misdirected' })
+    }
+
+    res.status(upstream.statusCode)
+    for (const [name, value] of Object.entries(upstream.headers)) {
+      if (!HOP_BY_HOP.has(name) && value !== undefined) res.setHeader(name, value)
+    }
+    res.setHeader('X-Served-By', owner)
+    res.setHeader('X-Chopper-Generation', String(table.generation))
+    try {
+      await pipeline(upstream.body, res)
+    } finally {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9
+      metrics.requests.inc({ code: String(upstream.statusCode) })
+      metrics.duration.observe(seconds)
+    }
+  }
+}
+
+module.exports = { createProxyHandler, HOP_BY_HOP }

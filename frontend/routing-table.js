@@ -1,0 +1,71 @@
+'use strict'
+
+const { SliceMap } = require('../core/slice-map')
+const { validateAssignment, sameLayout } = require('../core/assignment')
+const { silent } = require('../core/logger')
+
+/**
+ * The front end's current slice map. Pushes and pulls both land here; an
+ * invalid or stale assignment is rejected and the old map kept. Concurrent
+ * refreshes (many requests hitting 421 at once) share one pull.
+ */
+class RoutingTable {
+  /**
+   * @param {{ pull?: () => Promise<object>, logger?, onChange?: (map) => void }} options
+   */
+  constructor ({ pull, logger = silent, onChange = () => {} } = {}) {
+    this.pull = pull
+    this.logger = logger
+    this.onChange = onChange
+    this.map = null
+    this.inflight = null
+    this.stats = { accepted: 0, rejected: 0, unchanged: 0, pullFailures: 0 }
+  }
+
+  get generation () {
+    return this.map ? this.map.generation : 0
+  }
+
+  /**
+   * Install an assignment if it is valid and newer; throws otherwise.
+   * @returns {boolean} whether the map changed
+   */
+  set (assignment) {
+    if (this.map && assignment && assignment.generation === this.map.generation && sameLayout(assignment, this.map.assignment)) {
+      this.stats.unchanged++
+      return false
+    }
+    try {
+      validateAssignment(assignment, { previousGeneration: this.map ? this.map.generation : undefined })
+    } catch (err) {
+      this.stats.rejected++
+      throw err
+    }
+    this.map = new SliceMap(assignment)
+    this.stats.accepted++
+    this.logger.info({ generation: assignment.generation, slices: this.map.size }, 'assignment installed')
+    this.onChange(this.map)
+    return true
+  }
+
+  /** Pull the controller's assignment (deduplicated). Resolves to the current map. */
+  refresh () {
+    if (!this.pull) return Promise.resolve(this.map)
+    if (this.inflight) return this.inflight
+    this.inflight = (async () => {
+      try {
+        const assignment = await this.pull()
+        if (assignment && (!this.map || assignment.generation > this.map.generation)) this.set(assignment)
+      } catch (err) {
+        this.stats.pullFailures++
+        this.logger.warn({ err: { code: err.code, message: err.message } }, 'assignment pull failed')
+      } finally {
+        this.inflight = null
+      }
+      return this.map
+    })()
+    return this.inflight
+  }
+}
+
+module.exports = { RoutingTable }
