@@ -4,7 +4,7 @@ const { SliceMap } = require('../core/slice-map')
 const { sliceKey } = require('../core/keyspace')
 const { validateAssignment, ownedRanges, sameLayout } = require('../core/assignment')
 const { subtract } = require('../core/ranges')
-const { StaleGenerationError, NotOwnerError, InvalidArgumentError } = require('../core/errors')
+const { NotOwnerError, InvalidArgumentError } = require('../core/errors')
 const { silent } = require('../core/logger')
 
 const noop = () => {}
