@@ -1,0 +1,172 @@
+'use strict'
+
+const fs = require('node:fs')
+const http = require('node:http')
+const net = require('node:net')
+const os = require('node:os')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const dynalite = require('dynalite')
+const { listen } = require('../../core/http')
+const { pollUntil } = require('../../core/poll')
+const { silent } = require('../../core/logger')
+
+/**
+ * Embedded defaults, so `npm start -- --app kv-cache` works on a fresh
+ * machine: an in-process dynalite (a real DynamoDB API server, so the same
+ * SDK code runs) and one private redis-server per app server.
+ */
+
+/**
+ * Start dynalite in this process on 127.0.0.1 (in-memory, tables created
+ * instantly). `stop()` stops answering but keeps the data; `start()` serves it
+ * again on the same port (used to test a DynamoDB outage); `close()` ends it.
+ * @param {{ logger?, port?: number }} [options] port 0 (default) picks a free one
+ * @returns {Promise<{ endpoint: string, port: number, stop(), start(), close() }>}
+ */
+async function startDynalite ({ logger = silent, port = 0 } = {}) {
+  const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 })
+  const bound = await listen(server, port, '127.0.0.1')
+  const endpoint = `http://127.0.0.1:${bound}`
+  const log = logger.child({ component: 'dynalite' })
+  log.info({ endpoint }, 'in-process dynalite started (embedded DynamoDB; data lives in memory)')
+
+  // dynalite's own close() also closes its in-memory LevelDB and a later
+  // listen() starts empty, so an outage is simulated with the plain
+  // http.Server close, which keeps the data.
+  async function stop () {
+    if (!server.listening) return
+    const closed = new Promise((resolve) => http.Server.prototype.close.call(server, () => resolve()))
+    // Keep-alive sockets from SDK clients would otherwise keep it answering.
+    server.closeAllConnections()
+    await closed
+    log.info({ endpoint }, 'dynalite stopped answering (data kept)')
+  }
+  return {
+    endpoint,
+    port: bound,
+    stop,
+    async start () {
+      if (!server.listening) await listen(server, bound, '127.0.0.1')
+      log.info({ endpoint }, 'dynalite answering again')
+    },
+    async close () {
+      if (!server.listening) return // the memdown store holds no OS handles
+      const closed = new Promise((resolve) => server.close(() => resolve()))
+      server.closeAllConnections()
+      await closed
+    }
+  }
+}
+
+/** Absolute path of an executable named `bin` on PATH (or `bin` itself if it has a slash), else null. */
+function findBinary (bin) {
+  const candidates = bin.includes('/') ? [bin] : (process.env.PATH || '').split(path.delimiter).filter(Boolean).map((d) => path.join(d, bin))
+  for (const c of candidates) {
+    try {
+      fs.accessSync(c, fs.constants.X_OK)
+      if (fs.statSync(c).isFile()) return c
+    } catch {}
+  }
+  return null
+}
+
+function freePort () {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address()
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+/** One PING over a raw socket: true when Redis answers +PONG. */
+function ping (port) {
+  return new Promise((resolve) => {
+    const sock = net.connect({ port, host: '127.0.0.1' })
+    let buf = ''
+    const done = (ok) => {
+      sock.destroy()
+      resolve(ok)
+    }
+    sock.setTimeout(500, () => done(false))
+    sock.on('error', () => done(false))
+    sock.on('connect', () => sock.write('PING\r\n'))
+    sock.on('data', (d) => {
+      buf += d.toString('latin1')
+      if (buf.includes('\r\n')) done(buf.startsWith('+PONG'))
+    })
+  })
+}
+
+// Children still running when this process exits are killed with it.
+const children = new Set()
+let exitHook = false
+function track (child) {
+  children.add(child)
+  child.once('exit', () => children.delete(child))
+  if (!exitHook) {
+    exitHook = true
+    process.once('exit', () => { for (const c of children) c.kill('SIGKILL') })
+  }
+}
+
+/**
+ * Spawn a private redis-server on 127.0.0.1 with no persistence
+ * (`--save '' --appendonly no`), and wait until it answers PING.
+ * @param {{ logger?, port?: number, bin?: string, timeoutMs?: number }} [options]
+ *   port: a fixed port (e.g. to restart one on the port a client knows); default a free one
+ * @returns {Promise<{ url, port, pid, child, close() } | null>} null when the binary is missing
+ */
+async function spawnRedis ({ logger = silent, port, bin = 'redis-server', timeoutMs = 10000 } = {}) {
+  const file = findBinary(bin)
+  if (!file) return null
+  const log = logger.child({ component: 'redis-server' })
+  // A free port can be taken between our probe and Redis's bind: try again.
+  for (let attempt = 1; ; attempt++) {
+    const p = port || await freePort()
+    const child = spawn(file, [
+      '--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+      '--dir', os.tmpdir(), '--daemonize', 'no', '--loglevel', 'warning'
+    ], { stdio: ['ignore', 'pipe', 'pipe'] })
+    track(child)
+    let output = ''
+    const keep = (d) => { output = (output + d.toString()).slice(-2000) }
+    child.stdout.on('data', keep)
+    child.stderr.on('data', keep)
+    let exited = false
+    const exit = new Promise((resolve) => child.once('exit', (code, signal) => { exited = true; resolve({ code, signal }) }))
+    child.once('error', keep)
+    try {
+      await pollUntil(async () => exited ? 'exited' : (await ping(p)) || undefined, { timeoutMs, intervalMs: 25, what: `redis-server on port ${p}` })
+    } catch (err) {
+      child.kill('SIGKILL')
+      throw new Error(`redis-server did not start on port ${p}: ${err.message}; output: ${output.trim()}`)
+    }
+    if (exited) {
+      if (!port && attempt < 5) continue
+      throw new Error(`redis-server exited on start (port ${p}): ${output.trim()}`)
+    }
+    const url = `redis://127.0.0.1:${p}`
+    log.info({ url, pid: child.pid }, 'spawned redis-server (no persistence)')
+    return {
+      url,
+      port: p,
+      pid: child.pid,
+      child,
+      async close () {
+        if (!exited) {
+          child.kill('SIGTERM')
+          const t = setTimeout(() => child.kill('SIGKILL'), 5000)
+          await exit
+          clearTimeout(t)
+        }
+        log.info({ url }, 'redis-server stopped')
+      }
+    }
+  }
+}
+
+module.exports = { startDynalite, spawnRedis, findBinary }

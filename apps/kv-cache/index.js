@@ -1,0 +1,109 @@
+'use strict'
+
+const { Registry } = require('prom-client')
+const { resolveOptions, defaults } = require('./options')
+const { createMetrics } = require('./metrics')
+const { DynamoStore } = require('./dynamo-store')
+const { RedisCache } = require('./redis-cache')
+const { MemoryCache } = require('./memory-cache')
+const { KvService } = require('./kv-service')
+const { createRoutes } = require('./routes')
+const { spawnRedis } = require('./embedded')
+const { componentLogger } = require('../../core/logger')
+
+/**
+ * The KV-cache app (paper 4.2 and 6.1): Redis as a per-server look-aside
+ * cache in front of DynamoDB, the source of truth.
+ *
+ * Cache choice, in order: `redisUrl` when given; else a private redis-server
+ * spawned on a free port when `spawnRedis` is true and the binary is on PATH
+ * (closed with the app); else an in-process TTL cache (with a warning when
+ * that is because the binary is missing).
+ *
+ * @param {object} [options] see `defaults` in ./options.js
+ * @returns {Promise<{ app, onAcquire, onRelease, close, cache: { backend, url } }>}
+ *   the app contract appserver-lib hosts
+ */
+async function create (options = {}) {
+  const o = resolveOptions(options)
+  const log = componentLogger('kv-cache', o.logger).child({ serverId: o.serverId })
+  const metrics = createMetrics(o.registry || new Registry())
+  const closers = [] // run in reverse on close or on a failed start
+  const closeAll = async () => {
+    while (closers.length) {
+      try {
+        await closers.pop()()
+      } catch (err) {
+        log.warn({ err }, 'error while closing')
+      }
+    }
+  }
+
+  try {
+    const store = new DynamoStore({ table: o.table, endpoint: o.dynamoEndpoint, region: o.region, timeoutMs: o.dynamoTimeoutMs, logger: log })
+    closers.push(() => store.close())
+    await store.ensureTable({ create: o.createTable })
+
+    const cache = await openCache(o, log, metrics, closers)
+    metrics.backend.set({ backend: cache.backend }, 1)
+    const service = new KvService({ store, cache, metrics, logger: log })
+    closers.push(() => service.settle())
+    log.info({ table: o.table, dynamoEndpoint: o.dynamoEndpoint || 'aws', cache: cache.backend, redisUrl: cache.url }, 'kv-cache ready')
+
+    let closed = false
+    return {
+      app: createRoutes({ service, maxValueBytes: o.maxValueBytes, logger: log }),
+      onAcquire: (ranges) => service.onAcquire(ranges),
+      onRelease: (ranges) => service.onRelease(ranges),
+      cache: { backend: cache.backend, url: cache.url },
+      service,
+      async close () {
+        if (closed) return
+        closed = true
+        await closeAll()
+      }
+    }
+  } catch (err) {
+    await closeAll()
+    throw err
+  }
+}
+
+async function openCache (o, log, metrics, closers) {
+  let url = o.redisUrl
+  if (!url && o.spawnRedis) {
+    const redis = await spawnRedis({ logger: log })
+    if (redis) {
+      closers.push(() => redis.close())
+      url = redis.url
+    } else {
+      log.warn('redis-server is not installed (not on PATH) and no redisUrl is set: using an in-process TTL cache instead of Redis. Install redis-server or set REDIS_URL for the paper\'s topology.')
+    }
+  }
+  if (!url) {
+    if (!o.spawnRedis) log.info('no redisUrl and spawnRedis is false: using an in-process TTL cache')
+    const cache = new MemoryCache({ ttlMs: o.cacheTtlMs })
+    closers.push(() => cache.close())
+    return cache
+  }
+  const cache = new RedisCache({
+    url,
+    ttlMs: o.cacheTtlMs,
+    timeoutMs: o.redisTimeoutMs,
+    serverId: o.serverId,
+    logger: log,
+    onHealth (healthy, err) {
+      metrics.degraded.set(healthy ? 0 : 1)
+      if (healthy) log.info({ redisUrl: url }, 'Redis reachable: cache in use')
+      else log.warn({ redisUrl: url, err: err && { message: err.message } }, 'Redis unreachable: serving from DynamoDB until it returns')
+    }
+  })
+  closers.push(() => cache.close())
+  metrics.degraded.set(1) // until the first 'ready'
+  if (!await cache.waitReady(Math.max(o.redisTimeoutMs, 2000))) {
+    log.warn({ redisUrl: url }, 'Redis not reachable at start: serving from DynamoDB until it is')
+  }
+  return cache
+}
+
+module.exports = { create, defaults }

@@ -1,0 +1,51 @@
+'use strict'
+
+const noop = () => {}
+
+/**
+ * Runs the store-and-cache sequences of one key one at a time, in arrival
+ * order, so the order in which Redis is updated always matches the order in
+ * which DynamoDB accepted the writes. Without it, two concurrent PUTs (or a
+ * miss fill racing a PUT) can leave an older value in Redis, and since entries
+ * expire 10 s after the last *access*, a hot key would serve it indefinitely.
+ *
+ * Only the owner of a key touches its cache, so in-process ordering suffices.
+ * A read that arrives while the queue's tail is a read joins it instead of
+ * issuing another DynamoDB read (no write sits between them), which also
+ * absorbs the miss storm on a hot key right after its slice moves.
+ */
+class KeyQueue {
+  constructor () {
+    this.tails = new Map() // key -> { kind, promise }
+  }
+
+  /** Run `fn` after every queued operation on `key`; reads coalesce. */
+  read (key, fn) {
+    const tail = this.tails.get(key)
+    if (tail && tail.kind === 'read') return tail.promise
+    return this.#enqueue(key, 'read', fn, tail)
+  }
+
+  /** Run `fn` after every queued operation on `key`. */
+  write (key, fn) {
+    return this.#enqueue(key, 'write', fn, this.tails.get(key))
+  }
+
+  /** Keys with queued work (for tests and metrics). */
+  get size () {
+    return this.tails.size
+  }
+
+  #enqueue (key, kind, fn, tail) {
+    const run = () => fn()
+    const promise = tail ? tail.promise.then(run, run) : run()
+    const entry = { kind, promise }
+    this.tails.set(key, entry)
+    promise.catch(noop).then(() => {
+      if (this.tails.get(key) === entry) this.tails.delete(key)
+    })
+    return promise
+  }
+}
+
+module.exports = { KeyQueue }

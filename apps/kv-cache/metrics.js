@@ -1,0 +1,33 @@
+'use strict'
+
+const { Counter, Gauge } = require('prom-client')
+
+/**
+ * The app's metrics, registered in the app server's registry (several app
+ * servers share one process in tests and the local cluster, so never the
+ * global default registry).
+ * @param {import('prom-client').Registry} registry
+ */
+function createMetrics (registry) {
+  const registers = [registry]
+  return {
+    hits: new Counter({ name: 'chopper_kv_cache_hits_total', help: 'GETs answered from the cache', registers }),
+    misses: new Counter({ name: 'chopper_kv_cache_misses_total', help: 'GETs that went to DynamoDB (absent, expired, distrusted or cache unreachable)', registers }),
+    invalidations: new Counter({
+      name: 'chopper_kv_cache_invalidations_total',
+      help: 'Cache entries dropped or refused: delete (DELETE route), release (slice moved away), stale (entry older than our ownership of its slice), cache_error (a cache write failed: every older entry distrusted)',
+      labelNames: ['reason'],
+      registers
+    }),
+    storeErrors: new Counter({
+      name: 'chopper_kv_store_errors_total',
+      help: 'Failed operations against a backing store (store = redis | dynamodb)',
+      labelNames: ['store', 'op'],
+      registers
+    }),
+    degraded: new Gauge({ name: 'chopper_kv_cache_degraded', help: '1 while Redis is unreachable and requests are served from DynamoDB alone', registers }),
+    backend: new Gauge({ name: 'chopper_kv_cache_backend', help: 'Cache backend in use (1 for the active one): redis or memory (in-process fallback)', labelNames: ['backend'], registers })
+  }
+}
+
+module.exports = { createMetrics }

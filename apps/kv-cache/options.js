@@ -1,0 +1,66 @@
+'use strict'
+
+const { Registry } = require('prom-client')
+const { InvalidArgumentError } = require('../../core/errors')
+const { ENV } = require('../../core/settings')
+const { silent } = require('../../core/logger')
+
+const fromEnv = (key) => Object.values(ENV.kvCache).find((s) => s.key === key).default
+
+/**
+ * Every option of the kv-cache app and its default. The first six are the
+ * ones core/settings.js reads from the environment (ENV.kvCache), so the two
+ * lists cannot disagree about a default.
+ */
+const defaults = Object.freeze({
+  table: fromEnv('table'), // 'chopper-kv'
+  dynamoEndpoint: fromEnv('dynamoEndpoint'), // undefined: real DynamoDB via the SDK's region/credential chain
+  region: fromEnv('region'), // 'us-west-2', the paper's region
+  redisUrl: fromEnv('redisUrl'), // undefined: see spawnRedis
+  cacheTtlMs: fromEnv('cacheTtlMs'), // 10 s after the last access (paper 6.1)
+  maxValueBytes: fromEnv('maxValueBytes'), // 400 KB, DynamoDB's item limit
+  // Without redisUrl: spawn a private redis-server (the paper's one Redis per
+  // app server) when the binary is on PATH; otherwise, or when false, use an
+  // in-process TTL cache.
+  spawnRedis: true,
+  createTable: true, // create the table (on-demand billing) when it is missing
+  redisTimeoutMs: 500, // per Redis command; past it the request falls back to DynamoDB
+  dynamoTimeoutMs: 3000, // per DynamoDB HTTP attempt (the SDK retries up to 3 times)
+  serverId: 'kv', // used in log lines and the Redis key namespace
+  registry: undefined, // prom-client Registry; a private one when absent
+  logger: silent
+})
+
+const isPosInt = (v) => Number.isInteger(v) && v > 0
+const describe = (v) => (v !== null && typeof v === 'object' ? (Array.isArray(v) ? 'an array' : 'an object') : JSON.stringify(v) ?? String(v))
+
+/**
+ * Merge `options` over `defaults` and validate; throws InvalidArgumentError
+ * naming the first bad option and what was expected.
+ * @param {object} options
+ * @returns {object} the full, validated options
+ */
+function resolveOptions (options = {}) {
+  if (options === null || typeof options !== 'object') throw new InvalidArgumentError('invalid options: expected an object')
+  const o = { ...defaults }
+  for (const [k, v] of Object.entries(options)) if (v !== undefined) o[k] = v
+  const fail = (name, expected) => {
+    throw new InvalidArgumentError(`invalid ${name}: expected ${expected}, got ${describe(o[name])}`)
+  }
+  if (typeof o.table !== 'string' || !/^[A-Za-z0-9_.-]{3,255}$/.test(o.table)) fail('table', 'a DynamoDB table name ([A-Za-z0-9_.-], 3 to 255 characters)')
+  if (o.dynamoEndpoint !== undefined && (typeof o.dynamoEndpoint !== 'string' || !/^https?:\/\/\S+$/.test(o.dynamoEndpoint))) fail('dynamoEndpoint', 'an http(s) URL')
+  if (typeof o.region !== 'string' || o.region.length === 0) fail('region', 'a non-empty AWS region name')
+  if (o.redisUrl !== undefined && (typeof o.redisUrl !== 'string' || !/^rediss?:\/\/\S+$/.test(o.redisUrl))) fail('redisUrl', 'a redis:// or rediss:// URL')
+  if (!isPosInt(o.cacheTtlMs)) fail('cacheTtlMs', 'a positive integer (milliseconds)')
+  if (!isPosInt(o.maxValueBytes)) fail('maxValueBytes', 'a positive integer (bytes)')
+  if (typeof o.spawnRedis !== 'boolean') fail('spawnRedis', 'a boolean')
+  if (typeof o.createTable !== 'boolean') fail('createTable', 'a boolean')
+  if (!isPosInt(o.redisTimeoutMs)) fail('redisTimeoutMs', 'a positive integer (milliseconds)')
+  if (!isPosInt(o.dynamoTimeoutMs)) fail('dynamoTimeoutMs', 'a positive integer (milliseconds)')
+  if (typeof o.serverId !== 'string' || !/^[A-Za-z0-9._-]+$/.test(o.serverId)) fail('serverId', 'a non-empty string of [A-Za-z0-9._-]')
+  if (o.registry !== undefined && !(o.registry instanceof Registry)) fail('registry', 'a prom-client Registry')
+  if (!o.logger || typeof o.logger.child !== 'function') fail('logger', 'a pino logger')
+  return o
+}
+
+module.exports = { defaults, resolveOptions }

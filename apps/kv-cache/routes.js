@@ -1,0 +1,92 @@
+'use strict'
+
+const express = require('express')
+const { sliceKey } = require('../../core/keyspace')
+const { jsonErrorHandler } = require('../../core/http')
+const { defaultKeyFrom } = require('../../appserver-lib/middleware')
+const {
+  InvalidArgumentError,
+  MalformedBodyError,
+  MethodNotAllowedError,
+  MissingKeyError,
+  NotFoundError,
+  PayloadTooLargeError
+} = require('../../core/errors')
+
+/** DynamoDB's partition-key limit; longer keys would fail there with a vaguer message. */
+const MAX_KEY_BYTES = 2048
+const DEFAULT_CONTENT_TYPE = 'application/octet-stream'
+
+/**
+ * The data routes: GET, PUT and DELETE on /kv?key=K (or X-Chopper-Key, the
+ * same precedence as appserver-lib's shard guard, which normally runs first
+ * and sets req.sliceKey). The value is the PUT body, stored byte for byte with
+ * its Content-Type and returned as such.
+ * @param {{ service: import('./kv-service').KvService, maxValueBytes: number, logger }} options
+ */
+function createRoutes ({ service, maxValueBytes, logger }) {
+  const router = express.Router()
+  const tooLarge = (n) => new PayloadTooLargeError(`value too large${Number.isFinite(n) ? ` (${n} bytes)` : ''}: the limit (maxValueBytes) is ${maxValueBytes} bytes`)
+
+  const readBody = express.raw({ type: () => true, limit: maxValueBytes })
+
+  function keyOf (req) {
+    const key = defaultKeyFrom(req)
+    if (key === undefined) throw new MissingKeyError('missing key: pass ?key=K or an X-Chopper-Key header')
+    if (Buffer.byteLength(key) > MAX_KEY_BYTES) throw new InvalidArgumentError(`key too long: ${Buffer.byteLength(key)} bytes; DynamoDB allows ${MAX_KEY_BYTES}`)
+    return { key, slice: typeof req.sliceKey === 'number' ? req.sliceKey : sliceKey(key) }
+  }
+
+  router.route('/kv')
+    .get(async (req, res) => {
+      const { key, slice } = keyOf(req)
+      const item = await service.get(key, slice)
+      if (!item) throw new NotFoundError(`no value for key ${JSON.stringify(key)}`)
+      res.status(200)
+      res.setHeader('Content-Type', item.contentType)
+      res.setHeader('Content-Length', item.value.length)
+      res.setHeader('X-Chopper-Cache', item.cached ? 'hit' : 'miss')
+      res.end(item.value)
+    })
+    .put((req, res, next) => {
+      // Refuse a declared oversize before reading a byte of it.
+      const declared = Number(req.headers['content-length'])
+      if (declared > maxValueBytes) return next(tooLarge(declared))
+      keyOf(req)
+      readBody(req, res, (err) => next(err && bodyError(err, tooLarge)))
+    }, async (req, res) => {
+      const { key, slice } = keyOf(req)
+      const value = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0)
+      const contentType = req.headers['content-type'] || DEFAULT_CONTENT_TYPE
+      if (req.is('application/json', '+json')) {
+        try {
+          JSON.parse(value.toString('utf8'))
+        } catch (err) {
+          throw new MalformedBodyError(`malformed JSON value: ${err.message}`)
+        }
+      }
+      await service.put(key, slice, value, contentType)
+      res.status(204).end()
+    })
+    .delete(async (req, res) => {
+      const { key, slice } = keyOf(req)
+      await service.delete(key, slice)
+      res.status(204).end()
+    })
+    .all((req, res, next) => {
+      res.setHeader('Allow', 'GET, HEAD, PUT, DELETE')
+      next(new MethodNotAllowedError(`method ${req.method} not allowed on /kv; use GET, PUT or DELETE`))
+    })
+
+  router.use(jsonErrorHandler(logger))
+  return router
+}
+
+/** body-parser errors as ours, with messages that say what to fix. */
+function bodyError (err, tooLarge) {
+  if (err.type === 'entity.too.large') return tooLarge(err.length)
+  if (err.status === 400) return new MalformedBodyError(`malformed body: ${err.message}`)
+  return err // 415 unsupported charset / encoding keep their status
+}
+
+module.exports = { createRoutes, MAX_KEY_BYTES }
