@@ -8,8 +8,8 @@ const { RedisCache } = require('./redis-cache')
 const { MemoryCache } = require('./memory-cache')
 const { KvService } = require('./kv-service')
 const { createRoutes } = require('./routes')
-const { spawnRedis } = require('./embedded')
-const { componentLogger } = require('../../core/logger')
+const { spawnRedis, startDynalite } = require('./embedded')
+const { componentLogger, silent } = require('../../core/logger')
 
 /**
  * The KV-cache app (paper 4.2 and 6.1): Redis as a per-server look-aside
@@ -106,4 +106,18 @@ async function openCache (o, log, metrics, closers) {
   return cache
 }
 
-module.exports = { create, defaults }
+/**
+ * Shared embedded dependencies for a local cluster (cluster/local-cluster.js
+ * calls this once, before creating the app servers): with no dynamoEndpoint,
+ * one in-process dynalite that every app server uses, since DynamoDB is the
+ * shared source of truth. Redis is per server, so create() handles it.
+ * @returns {Promise<{ options: object, close: () => Promise<void> }>} options to merge into every create()
+ */
+async function prepareCluster ({ dynamoEndpoint, logger = silent } = {}) {
+  if (dynamoEndpoint) return { options: {}, close: async () => {} }
+  const dynamo = await startDynalite({ logger })
+  logger.warn({ endpoint: dynamo.endpoint }, 'no DynamoDB endpoint configured: using an in-process dynalite (data is lost when the cluster stops)')
+  return { options: { dynamoEndpoint: dynamo.endpoint }, close: () => dynamo.close() }
+}
+
+module.exports = { create, prepareCluster, defaults }
