@@ -23,6 +23,10 @@ const defaults = Object.freeze({
   mergeChurnLimit: 0.2, // paper 5.2.2: 20% of the keyspace, "based on experiment tuning"
   moveChurnLimit: 0.2, // paper 5.2.3 gives no figure; same as merge
   moveRatio: 1.25, // paper 5.2.3 step 3: stop moving when hottest/coolest < 1.25
+  // not in the paper: a slice wider than the whole move budget could never move,
+  // so it is skipped; false = the paper's literal step 5 (stop the move phase),
+  // which stalls for good once a wide merged slice is a hot server's first candidate
+  skipOverBudgetSlices: true,
   maxSlices: 65536, // not in the paper: caps the assignment size pushed to every front end
   minSliceLength: 1 // not in the paper: a slice shorter than 2x this is never split
 })
@@ -31,6 +35,7 @@ const checks = {
   mergeChurnLimit: expect.fraction,
   moveChurnLimit: expect.fraction,
   moveRatio: expect.ratio,
+  skipOverBudgetSlices: expect.boolean,
   maxSlices: expect.intAtLeast(1),
   minSliceLength: expect.intAtLeast(1, KEYSPACE_SIZE / 2)
 }
@@ -78,7 +83,9 @@ function chopperRound (assignment, loads, opts) {
 
   const working = base.slices.map((s, i) => ({ start: s.start, end: s.end, servers: s.servers, load: load[i] }))
   const merged = mergePhase(working, ids, o.mergeChurnLimit * KEYSPACE_SIZE)
-  const moved = movePhase(merged.slices, ids, { ratio: o.moveRatio, churnLimit: o.moveChurnLimit * KEYSPACE_SIZE })
+  const moved = movePhase(merged.slices, ids, {
+    ratio: o.moveRatio, churnLimit: o.moveChurnLimit * KEYSPACE_SIZE, skipOverBudget: o.skipOverBudgetSlices
+  })
   const split = splitPhase(moved.slices, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength })
 
   const next = {

@@ -53,7 +53,7 @@ function raisesImbalance (serverLoad, from, to, amount) {
  * @param {{ratio:number, churnLimit:number}} limits churnLimit in keys
  * @returns {{ slices: object[], churn: number, ops: object[], stop: string }}
  */
-function movePhase (slices, serverIds, { ratio, churnLimit }) {
+function movePhase (slices, serverIds, { ratio, churnLimit, skipOverBudget = true }) {
   const out = slices.map(copySlice)
   const servers = serverIds.map((id, index) => ({ id, index, load: 0, keys: 0, list: [], receiver: false }))
   const byId = new Map(servers.map((s) => [s.id, s]))
@@ -80,7 +80,7 @@ function movePhase (slices, serverIds, { ratio, churnLimit }) {
     if (hottest.load === 0) { stop = 'idle'; break }
     if (coolest.load > 0 && hottest.load / coolest.load < ratio) { stop = 'ratio'; break }
 
-    const pick = chooseMove(out, ordered, coolest, loadVector)
+    const pick = chooseMove(out, ordered, coolest, loadVector, skipOverBudget ? churnLimit : Infinity)
     if (pick === null) { stop = 'no-candidate'; break }
     const { donor, position } = pick
     const index = donor.list[position]
@@ -103,7 +103,7 @@ function movePhase (slices, serverIds, { ratio, churnLimit }) {
 }
 
 /** The first acceptable (donor, slice position), scanning donors hottest first. */
-function chooseMove (slices, ordered, coolest, loadVector) {
+function chooseMove (slices, ordered, coolest, loadVector, widest) {
   for (const donor of ordered) {
     if (donor.load <= coolest.load) break // no hotter donor left
     if (donor === coolest || donor.receiver || donor.list.length < 2) continue
@@ -121,6 +121,8 @@ function chooseMove (slices, ordered, coolest, loadVector) {
     for (let k = lo; k < list.length; k++) {
       const amount = slices[list[k]].load
       if (amount <= 0) break // the rest are idle slices
+      const s = slices[list[k]]
+      if (s.end - s.start > widest) continue // could never move, whatever budget is left
       if (raisesImbalance(loadVector(), donor.index, coolest.index, amount)) continue
       return { donor, position: k }
     }

@@ -1,0 +1,22 @@
+'use strict'
+
+const { strategies, getStrategy } = require('../../controller/strategies')
+const { InvalidArgumentError } = require('../../core/errors')
+
+describe('strategy registry', () => {
+  test('lists chopper and consistent-hash, each with the full interface', () => {
+    expect(Object.keys(strategies).sort()).toEqual(['chopper', 'consistent-hash'])
+    for (const [name, s] of Object.entries(strategies)) {
+      expect(s.name).toBe(name)
+      expect(Object.isFrozen(s.defaults)).toBe(true)
+      for (const fn of ['initial', 'rebalance', 'addServer', 'removeServer']) expect(typeof s[fn]).toBe('function')
+    }
+    expect(getStrategy('chopper')).toBe(strategies.chopper)
+  })
+
+  test('getStrategy rejects unknown names, listing the valid ones', () => {
+    expect(() => getStrategy('slicer')).toThrow(InvalidArgumentError)
+    expect(() => getStrategy('slicer')).toThrow(/unknown strategy "slicer" \(valid strategies: chopper, consistent-hash\)/)
+    expect(() => getStrategy('toString')).toThrow(InvalidArgumentError)
+  })
+})
