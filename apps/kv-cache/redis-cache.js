@@ -48,7 +48,10 @@ class RedisCache {
       // never block requests on it.
       retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 5), 1000),
       disableClientInfo: true,
-      protocol: 2
+      protocol: 2,
+      // ioredis arms this timer on disconnect even when the socket is already
+      // gone (Redis died), and it would hold the process open for 2 s.
+      disconnectTimeout: 100
     })
     this.client.on('ready', () => this.#setHealthy(true))
     this.client.on('close', () => this.#setHealthy(false))
