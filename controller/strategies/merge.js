@@ -96,6 +96,11 @@ function mergePhase (slices, serverIds, churnLimit) {
   const ops = []
   let i = 0
   while (i < n) {
+    if (i + 1 === n || !(slices[i].load + slices[i + 1].load < threshold)) {
+      out.push(copySlice(slices[i])) // cannot start a run: skip the bookkeeping
+      i++
+      continue
+    }
     const run = new Run(slices[i], ownedCount)
     let j = i + 1
     // appending slices[j] removes one more slice from the total

@@ -1,6 +1,5 @@
 'use strict'
 
-const { imbalance } = require('../../core/assignment')
 const { copySlice } = require('./merge')
 
 /**
@@ -31,20 +30,28 @@ const { copySlice } = require('./merge')
 
 /**
  * True when moving `amount` of load from server `from` to server `to` would
- * raise the imbalance (max server load / mean server load, paper 5.2).
+ * raise the imbalance (max server load / mean server load, paper 5.2, step 4c).
+ * A move conserves the total, so the mean is fixed and the imbalance grows
+ * exactly when the max grows; comparing maxima avoids re-summing the total
+ * (and float noise from doing so).
  * Given step 4b (the receiver ends no hotter than the donor was) this cannot
- * happen, because the mean is unchanged and the max cannot grow; the check is
- * kept because the paper lists it and it guards any future change to 4b.
- * @param {number[]} serverLoad load per server
+ * happen, since the max cannot grow; the check is kept because the paper
+ * lists it and it guards any future change to 4b.
+ * @param {ArrayLike<number>} serverLoad load per server
  * @param {number} from index of the donor
  * @param {number} to index of the receiver
  * @param {number} amount load moved
  */
 function raisesImbalance (serverLoad, from, to, amount) {
-  const after = serverLoad.slice()
-  after[from] -= amount
-  after[to] += amount
-  return imbalance(after) > imbalance(serverLoad)
+  let before = -Infinity
+  let after = -Infinity
+  for (let i = 0; i < serverLoad.length; i++) {
+    const v = serverLoad[i]
+    if (v > before) before = v
+    const w = i === from ? v - amount : i === to ? v + amount : v
+    if (w > after) after = w
+  }
+  return after > before
 }
 
 /**
@@ -65,22 +72,24 @@ function movePhase (slices, serverIds, { ratio, churnLimit, skipOverBudget = tru
   })
   const hotterSlice = (a, b) => out[b].load - out[a].load || out[a].start - out[b].start
   for (const s of servers) s.list.sort(hotterSlice)
-  const loadVector = () => servers.map((s) => s.load)
+  const loadOf = Float64Array.from(servers, (s) => s.load) // kept in step with servers[i].load
   const hotterServer = (a, b) => b.load - a.load || (a.id < b.id ? -1 : 1)
   const coolerServer = (a, b) => a.load - b.load || a.keys - b.keys || (a.id < b.id ? -1 : 1)
 
   let churn = 0
   let stop = 'max-moves'
   const ops = []
+  // one move changes two servers, so re-sorting this array (TimSort) is near linear
+  const ordered = servers.slice()
   for (let iteration = 0; iteration <= out.length; iteration++) {
-    const ordered = servers.slice().sort(hotterServer)
+    ordered.sort(hotterServer)
     const hottest = ordered[0]
     let coolest = servers[0]
     for (const s of servers) if (coolerServer(s, coolest) < 0) coolest = s
     if (hottest.load === 0) { stop = 'idle'; break }
     if (coolest.load > 0 && hottest.load / coolest.load < ratio) { stop = 'ratio'; break }
 
-    const pick = chooseMove(out, ordered, coolest, loadVector, skipOverBudget ? churnLimit : Infinity)
+    const pick = chooseMove(out, ordered, coolest, loadOf, skipOverBudget ? churnLimit : Infinity)
     if (pick === null) { stop = 'no-candidate'; break }
     const { donor, position } = pick
     const index = donor.list[position]
@@ -95,6 +104,8 @@ function movePhase (slices, serverIds, { ratio, churnLimit, skipOverBudget = tru
     coolest.keys += len
     coolest.list.push(index) // receivers never donate, so its order no longer matters
     coolest.receiver = true
+    loadOf[donor.index] = donor.load
+    loadOf[coolest.index] = coolest.load
     slice.servers = [coolest.id]
     churn += len
     ops.push({ op: 'move', start: slice.start, end: slice.end, from: donor.id, to: coolest.id, load: slice.load, churn: len })
@@ -103,7 +114,7 @@ function movePhase (slices, serverIds, { ratio, churnLimit, skipOverBudget = tru
 }
 
 /** The first acceptable (donor, slice position), scanning donors hottest first. */
-function chooseMove (slices, ordered, coolest, loadVector, widest) {
+function chooseMove (slices, ordered, coolest, loadOf, widest) {
   for (const donor of ordered) {
     if (donor.load <= coolest.load) break // no hotter donor left
     if (donor === coolest || donor.receiver || donor.list.length < 2) continue
@@ -123,7 +134,7 @@ function chooseMove (slices, ordered, coolest, loadVector, widest) {
       if (amount <= 0) break // the rest are idle slices
       const s = slices[list[k]]
       if (s.end - s.start > widest) continue // could never move, whatever budget is left
-      if (raisesImbalance(loadVector(), donor.index, coolest.index, amount)) continue
+      if (raisesImbalance(loadOf, donor.index, coolest.index, amount)) continue
       return { donor, position: k }
     }
   }

@@ -33,6 +33,13 @@ describe('move phase (paper 5.2.3)', () => {
     expect(r.ops).toEqual([{ op: 'move', start: 4 * U, end: 8 * U, from: 'a', to: 'b', load: 4, churn: 4 * U }])
   })
 
+  test('the donor\'s own load bounds the receiver, also when the donor is not the hottest server', () => {
+    // a (100, one slice) cannot donate; c (80) is the donor. Its 70 would make b 90: above c's 80
+    // (step 4b) though not above a's 100 (so 4c alone would allow it). The 10 moves instead.
+    const r = run([[8, 'a', 100], [2, 'c', 70], [2, 'c', 10], [4, 'b', 20]], ['a', 'b', 'c'])
+    expect(moves(r)).toEqual([['c', 'b', 10]])
+  })
+
   test('raisesImbalance: true only when max/mean would grow', () => {
     expect(raisesImbalance([100, 10, 50], 0, 1, 95)).toBe(true) // 105 > 100
     expect(raisesImbalance([100, 10, 50], 0, 1, 40)).toBe(false) // 60 / 50 / 50

@@ -1,0 +1,87 @@
+'use strict'
+
+/**
+ * Time one chopper balancing round on a large assignment: by default 1,000
+ * servers x 100 slices each (100,000 slices), slices scattered over servers
+ * by a seeded shuffle, heavy-tailed per-slice loads from a seeded PRNG.
+ * Prints the median (and min/max) wall time per round over several runs.
+ *
+ *   node bench/strategy-round.js [--servers 1000] [--slices 100] [--runs 9] [--seed 1] [--max-slices N]
+ *
+ * --max-slices defaults to the strategy's default (65,536), which is below the
+ * 100,000 slices of the default input, so that round splits nothing; pass
+ * e.g. --max-slices 262144 to time the split phase too.
+ *
+ * This is a script, not a test: it prints figures and asserts nothing.
+ */
+
+const { performance } = require('node:perf_hooks')
+const { parseArgs } = require('node:util')
+const { evenRanges } = require('../core/keyspace')
+const { chopperRound, defaults } = require('../controller/strategies/chopper')
+
+const { values } = parseArgs({
+  options: {
+    servers: { type: 'string', default: '1000' },
+    slices: { type: 'string', default: '100' },
+    runs: { type: 'string', default: '9' },
+    seed: { type: 'string', default: '1' },
+    'max-slices': { type: 'string', default: String(defaults.maxSlices) }
+  }
+})
+const nServers = Number(values.servers)
+const perServer = Number(values.slices)
+const runs = Number(values.runs)
+const seed = Number(values.seed)
+const maxSlices = Number(values['max-slices'])
+for (const [name, v] of Object.entries({ servers: nServers, slices: perServer, runs, seed, 'max-slices': maxSlices })) {
+  if (!Number.isInteger(v) || v < (name === 'seed' ? 0 : 1)) throw new TypeError(`--${name} must be a positive integer`)
+}
+
+/** mulberry32: small, seeded, good enough for benchmark inputs. */
+function prng (s) {
+  let a = s >>> 0
+  return () => {
+    a = (a + 0x6D2B79F5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+function buildInput () {
+  const rand = prng(seed)
+  const ids = Array.from({ length: nServers }, (_, i) => `s${String(i).padStart(4, '0')}`)
+  const servers = {}
+  for (const id of ids) servers[id] = { url: `http://127.0.0.1:9000/${id}` }
+  const owners = []
+  for (const id of ids) for (let k = 0; k < perServer; k++) owners.push(id)
+  for (let i = owners.length - 1; i > 0; i--) { // Fisher-Yates: scatter each server's slices
+    const j = Math.floor(rand() * (i + 1))
+    ;[owners[i], owners[j]] = [owners[j], owners[i]]
+  }
+  const slices = evenRanges(owners.length).map((r, i) => ({ start: r.start, end: r.end, servers: [owners[i]] }))
+  // Pareto(alpha 1.5) request counts, with 10% of slices idle
+  const loads = slices.map(() => (rand() < 0.1 ? 0 : Math.floor(10 / Math.pow(1 - rand(), 1 / 1.5))))
+  return { assignment: { generation: 1, slices, servers }, loads }
+}
+
+const { assignment, loads } = buildInput()
+const times = []
+let result
+const options = { maxSlices }
+chopperRound(assignment, loads, options) // warm-up (JIT)
+for (let i = 0; i < runs; i++) {
+  const t0 = performance.now()
+  result = chopperRound(assignment, loads, options)
+  times.push(performance.now() - t0)
+}
+times.sort((a, b) => a - b)
+const count = (op) => result.ops.filter((o) => o.op === op).length
+const pct = (keys) => (100 * keys / 2 ** 32).toFixed(2) + '%'
+console.log(`chopper round: ${nServers} servers x ${perServer} slices = ${assignment.slices.length} slices, maxSlices ${maxSlices}, seed ${seed}, node ${process.version}`)
+console.log(`  ms per round: median ${times[times.length >> 1].toFixed(1)}, min ${times[0].toFixed(1)}, max ${times[times.length - 1].toFixed(1)} (${runs} runs after 1 warm-up)`)
+console.log(`  ops: ${count('merge')} merges, ${count('move')} moves (stop: ${result.moveStop}), ${count('split')} splits -> ${result.assignment.slices.length} slices`)
+console.log(`  churn: merge ${pct(result.churn.merge)}, move ${pct(result.churn.move)}, total ${pct(result.churn.total)} of the keyspace`)
+console.log(`  imbalance (max/mean server load): ${result.imbalance.before.toFixed(3)} -> ${result.imbalance.after.toFixed(3)} (estimated)`)
