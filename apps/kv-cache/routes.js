@@ -86,7 +86,7 @@ function createRoutes ({ service, maxValueBytes, logger }) {
 function bodyError (err, tooLarge) {
   if (err.type === 'entity.too.large') return tooLarge(err.length)
   if (err.status === 400) return new MalformedBodyError(`malformed body: ${err.message}`)
-  return err // 415 unsupported charset / encoding keep their status
+  return err // 415 (unsupported content encoding) keeps its status
 }
 
 module.exports = { createRoutes, MAX_KEY_BYTES }
