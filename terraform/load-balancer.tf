@@ -22,14 +22,14 @@ resource "aws_lb_target_group" "frontend" {
   vpc_id               = local.vpc_id
   deregistration_delay = 30
 
-  # A front end answers 200 on /healthz only once it holds an assignment,
-  # so a fresh one takes traffic only when it can route it.
+  # A front end answers 200 on /healthz only once it holds an assignment
+  # (503 before), so a fresh one takes traffic only when it can route it.
+  # The NLB's default success codes (200-399) apply.
   health_check {
     enabled             = true
     protocol            = "HTTP"
     path                = "/healthz"
     port                = "traffic-port"
-    matcher             = "200"
     interval            = 10
     healthy_threshold   = 2
     unhealthy_threshold = 2

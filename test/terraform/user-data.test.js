@@ -1,0 +1,259 @@
+'use strict'
+/* eslint-disable no-template-curly-in-string -- @cdktf/hcl2json returns HCL expressions as "${...}" strings */
+
+// The boot scripts against the code they start: every environment variable
+// user_data sets is one the component's entry point reads (core/settings.js
+// ENV), the ports are DEFAULT_PORTS, the rendered scripts are valid bash, and
+// the environment files they write parse with the real readEnv.
+
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+const { DEFAULT_PORTS, ENV, readEnv } = require('../../core/settings')
+const {
+  ROOT, TF_DIR, Unresolved, loadConfig, resolve, renderTemplate, templateCalls, terraformBin, scratchModule
+} = require('./terraform-config')
+
+// Which env maps (locals in user-data.tf) feed which ENV table, per component.
+const COMPONENTS = {
+  controller: { envLocals: { controller_env: 'controller' } },
+  frontend: { envLocals: { frontend_env: 'frontend' } },
+  appserver: { envLocals: { appserver_env: 'appserver', kv_cache_env: 'kvCache' } }
+}
+const ENV_NAME = /\b(CHOPPER_[A-Z0-9_]+|REDIS_URL|AWS_REGION|LOG_LEVEL)\b/g
+// Settings the code defaults to loopback or leaves unset: on AWS they must be set.
+const mustSet = (spec) => Object.entries(ENV[spec])
+  .filter(([name, s]) => name !== 'CHOPPER_DDB_ENDPOINT' && (s.default === undefined || String(s.default).includes('127.0.0.1')))
+  .map(([name]) => name)
+// A deliberate difference from the code's default: the paper's AWS runs used kv-cache.
+const DEFAULT_EXCEPTIONS = new Set(['CHOPPER_APP'])
+const PORT_VARIABLES = {
+  frontend_port: 'frontend',
+  frontend_control_port: 'frontendControl',
+  controller_port: 'controller',
+  app_port: 'app',
+  app_control_port: 'appControl'
+}
+const SAMPLE_VARS = { source_git_repo: 'https://example.com/chopper.git' }
+
+let model
+let calls
+
+beforeAll(async () => {
+  model = await loadConfig()
+  calls = templateCalls(model)
+})
+
+const templateOf = (component) => {
+  const call = calls.find((c) => c.template === `templates/${component}.sh.tftpl`)
+  if (!call) throw new Error(`no templatefile() call renders templates/${component}.sh.tftpl`)
+  return { ...call, text: fs.readFileSync(path.join(TF_DIR, call.template), 'utf8') }
+}
+const allowedNames = (component) => new Set(Object.values(COMPONENTS[component].envLocals).flatMap((spec) => Object.keys(ENV[spec])))
+const appendedAtBoot = (text) => [...text.matchAll(/echo "([A-Z0-9_]+)=\$\(imds [a-z0-9-]+\)"/g)].map((m) => m[1])
+
+/** Env file lines the way user-data.tf joins them (`for k, v in map : "k=v"`, sorted keys). */
+function envLines (mapName, overrides = {}) {
+  const map = resolve(model, model.locals[mapName], { ...SAMPLE_VARS, ...overrides })
+  return Object.keys(map).sort().map((k) => `${k}=${map[k]}`)
+}
+
+/** The vars each component template gets, with env_file built from its env maps. */
+function templateVars (component, overrides = {}) {
+  const { varsLocal } = templateOf(component)
+  const vars = resolve(model, model.locals[varsLocal], { ...SAMPLE_VARS, ...overrides })
+  if (COMPONENTS[component]) {
+    const expr = model.locals[varsLocal].env_file
+    const lines = []
+    for (const [mapName] of Object.entries(COMPONENTS[component].envLocals)) {
+      // The env_file expression must join exactly these maps.
+      expect(expr).toContain(`local.${mapName}`)
+      const conditional = new RegExp(`local\\.${mapName}\\s*:[^\\]]*\\bif local\\.kv_cache`).test(expr)
+      const app = overrides.app ?? model.variable.app.default
+      if (!conditional || app === 'kv-cache') lines.push(...envLines(mapName, overrides))
+    }
+    vars.env_file = lines.join('\n')
+  }
+  for (const [k, v] of Object.entries(vars)) {
+    if (v instanceof Unresolved) vars[k] = v.toString()
+  }
+  return vars
+}
+
+function userData (component, overrides = {}) {
+  const common = renderTemplate(fs.readFileSync(path.join(TF_DIR, 'templates/common.sh.tftpl'), 'utf8'),
+    resolve(model, model.locals.common_template_vars, { ...SAMPLE_VARS, ...overrides }))
+  return [common, renderTemplate(templateOf(component).text, templateVars(component, overrides))].join('\n')
+}
+
+/** The env file a rendered script writes: its quoted heredoc plus the lines appended from instance metadata. */
+function writtenEnv (script, component) {
+  const m = new RegExp(`cat > "\\$ENV_DIR/${component}\\.env" <<'(\\w+)'\\n([\\s\\S]*?)\\n\\1\\n`).exec(script)
+  if (!m) throw new Error(`the ${component} script does not write $ENV_DIR/${component}.env from a quoted heredoc`)
+  const env = {}
+  for (const line of m[2].split('\n')) {
+    const eq = line.indexOf('=')
+    env[line.slice(0, eq)] = line.slice(eq + 1).replace(/<[^>]+>/g, '10.40.8.10')
+  }
+  for (const name of appendedAtBoot(script)) env[name] = name.endsWith('_ID') ? 'i-0123456789abcdef0' : '10.40.9.20'
+  return env
+}
+
+test('port variables default to core/settings.js DEFAULT_PORTS, and every port has one', () => {
+  for (const [variable, key] of Object.entries(PORT_VARIABLES)) {
+    expect({ variable, default: model.variable[variable].default }).toEqual({ variable, default: DEFAULT_PORTS[key] })
+  }
+  expect(Object.values(PORT_VARIABLES).sort()).toEqual(Object.keys(DEFAULT_PORTS).sort())
+})
+
+test.each(Object.keys(COMPONENTS))('%s: every variable in its env maps is one its entry point reads', (component) => {
+  for (const [mapName, spec] of Object.entries(COMPONENTS[component].envLocals)) {
+    const map = model.locals[mapName]
+    expect(map && typeof map === 'object').toBe(true)
+    const unknown = Object.keys(map).filter((k) => !Object.hasOwn(ENV[spec], k))
+    expect({ mapName, unknown }).toEqual({ mapName, unknown: [] })
+  }
+})
+
+test.each(Object.keys(COMPONENTS))('%s: every variable its template names is one its entry point reads', (component) => {
+  const allowed = allowedNames(component)
+  const names = [...templateOf(component).text.matchAll(ENV_NAME)].map((m) => m[1])
+  expect(names.filter((n) => !allowed.has(n))).toEqual([])
+})
+
+test('the common and load-driver scripts set no component variables', () => {
+  for (const file of ['common.sh.tftpl', 'load-driver.sh.tftpl']) {
+    const text = fs.readFileSync(path.join(TF_DIR, 'templates', file), 'utf8')
+    expect({ file, names: [...text.matchAll(ENV_NAME)].map((m) => m[1]) }).toEqual({ file, names: [] })
+  }
+})
+
+test.each(Object.keys(COMPONENTS))('%s: env values agree with the code\'s defaults, and loopback defaults are overridden', (component) => {
+  const { text } = templateOf(component)
+  const set = new Set([...Object.keys(COMPONENTS[component].envLocals).flatMap((m) => Object.keys(model.locals[m])), ...appendedAtBoot(text)])
+  for (const spec of Object.values(COMPONENTS[component].envLocals)) {
+    expect({ spec, missing: mustSet(spec).filter((n) => !set.has(n)) }).toEqual({ spec, missing: [] })
+  }
+  for (const [mapName, spec] of Object.entries(COMPONENTS[component].envLocals)) {
+    const values = resolve(model, model.locals[mapName], SAMPLE_VARS)
+    for (const [name, value] of Object.entries(values)) {
+      const dflt = ENV[spec][name].default
+      if (DEFAULT_EXCEPTIONS.has(name) || dflt === undefined) continue
+      if (String(dflt).includes('127.0.0.1')) {
+        // A loopback URL default: the deployment keeps the port, not the host.
+        const url = new URL(String(value).replace(/<[^>]+>/g, '10.40.8.10'))
+        expect({ name, port: url.port }).toEqual({ name, port: new URL(dflt).port })
+        expect(url.hostname).not.toBe('127.0.0.1')
+        continue
+      }
+      expect({ name, value }).toEqual({ name, value: dflt })
+    }
+  }
+})
+
+test('kv-cache app servers use DynamoDB in the deployment region, never a local endpoint', () => {
+  const kv = model.locals.kv_cache_env
+  expect(Object.keys(kv)).not.toContain('CHOPPER_DDB_ENDPOINT')
+  expect(kv.CHOPPER_DDB_TABLE).toBe('${aws_dynamodb_table.kv.name}')
+  expect(kv.AWS_REGION).toBe('${var.region}')
+  expect(resolve(model, kv.REDIS_URL)).toBe('redis://127.0.0.1:6379')
+  // The Redis the script configures listens where REDIS_URL points.
+  expect(templateOf('appserver').text).toMatch(/^port 6379$/m)
+})
+
+test.each([
+  ['controller', {}],
+  ['frontend', {}],
+  ['appserver', { app: 'kv-cache' }],
+  ['appserver', { app: 'compute' }]
+])('%s %j: the env file the rendered script writes parses with readEnv', (component, overrides) => {
+  const env = writtenEnv(userData(component, overrides), component)
+  if (component === 'controller') {
+    const s = readEnv('controller', env)
+    expect(s.port).toBe(DEFAULT_PORTS.controller)
+    expect(s.host).toBe('0.0.0.0')
+    return
+  }
+  if (component === 'frontend') {
+    const s = readEnv('frontend', env)
+    expect([s.port, s.controlPort]).toEqual([DEFAULT_PORTS.frontend, DEFAULT_PORTS.frontendControl])
+    expect(new URL(s.controllerUrl).port).toBe(String(DEFAULT_PORTS.controller))
+    expect(s.advertiseHost).toBe('10.40.9.20')
+    expect(s.id).toMatch(/^i-/)
+    return
+  }
+  const s = readEnv('appserver', env)
+  expect(s.app).toBe(overrides.app)
+  expect([s.port, s.controlPort]).toEqual([DEFAULT_PORTS.app, DEFAULT_PORTS.appControl])
+  expect(new URL(s.controllerUrl).port).toBe(String(DEFAULT_PORTS.controller))
+  expect(s.id).toMatch(/^i-/)
+  const kv = readEnv('kvCache', env)
+  if (overrides.app === 'kv-cache') {
+    expect(kv).toMatchObject({ table: ENV.kvCache.CHOPPER_DDB_TABLE.default, region: 'us-west-2', redisUrl: 'redis://127.0.0.1:6379' })
+    expect(kv.dynamoEndpoint).toBeUndefined()
+  } else {
+    expect(Object.keys(env).filter((k) => Object.hasOwn(ENV.kvCache, k))).toEqual([])
+  }
+})
+
+test.each(['controller', 'frontend', 'appserver', 'load-driver'])('%s: rendered user_data is valid bash under 16 KB', (component) => {
+  const script = userData(component)
+  expect(script.startsWith('#!/bin/bash\n')).toBe(true)
+  expect(Buffer.byteLength(script)).toBeLessThan(16 * 1024) // EC2's user_data limit
+  const r = spawnSync('bash', ['-n'], { input: script, encoding: 'utf8' })
+  expect(r.stderr).toBe('')
+  expect(r.status).toBe(0)
+})
+
+test('every systemd service runs an entry point that exists, restarting on failure', () => {
+  const common = fs.readFileSync(path.join(TF_DIR, 'templates/common.sh.tftpl'), 'utf8')
+  expect(common).toMatch(/^Restart=on-failure$/m)
+  expect(common).toMatch(/^EnvironmentFile=\$ENV_DIR\/\$name\.env$/m)
+  expect(common).toMatch(/^ExecStart=\/usr\/bin\/node \$APP_DIR\/\$entry$/m)
+  for (const component of Object.keys(COMPONENTS)) {
+    const services = [...templateOf(component).text.matchAll(/^\s*install_service (\S+) (\S+)/gm)]
+    expect(services.length).toBeGreaterThan(0)
+    for (const [, name, entry] of services) {
+      // The unit reads $ENV_DIR/<name>.env, which must be the file the template writes.
+      expect(name).toBe(component)
+      expect({ entry, exists: fs.existsSync(path.join(ROOT, entry)) }).toEqual({ entry, exists: true })
+    }
+  }
+})
+
+test('boot scripts read instance metadata with IMDSv2 tokens', () => {
+  const common = fs.readFileSync(path.join(TF_DIR, 'templates/common.sh.tftpl'), 'utf8')
+  expect(common).toMatch(/curl -fsS -X PUT http:\/\/169\.254\.169\.254\/latest\/api\/token/)
+  expect(common).toMatch(/X-aws-ec2-metadata-token: \$token/)
+})
+
+const withTerraform = terraformBin() ? test : test.skip
+
+withTerraform('terraform renders the templates exactly as the offline renderer does', () => {
+  const cases = [
+    ['controller', {}], ['frontend', {}], ['appserver', { app: 'kv-cache' }], ['appserver', { app: 'compute' }], ['load-driver', {}]
+  ]
+  const outputs = cases.map(([component], i) => {
+    const file = path.join(TF_DIR, 'templates', `${component}.sh.tftpl`)
+    return `output "r${i}" {\n  value = templatefile(${JSON.stringify(file)}, jsondecode(file("\${path.module}/vars${i}.json")))\n}\n`
+  })
+  // The common part's variables come from locals.tf itself, evaluated by terraform.
+  const commonFile = path.join(TF_DIR, 'templates/common.sh.tftpl')
+  outputs.push(`output "common" {\n  value = templatefile(${JSON.stringify(commonFile)}, local.common_template_vars)\n}\n`)
+  outputs.push('output "common_vars" {\n  value = local.common_template_vars\n}\n')
+  const scratch = scratchModule(outputs.join('\n'))
+  try {
+    cases.forEach(([component, overrides], i) => {
+      fs.writeFileSync(path.join(scratch.dir, `vars${i}.json`), JSON.stringify(templateVars(component, overrides)))
+    })
+    const out = scratch.outputs(SAMPLE_VARS)
+    cases.forEach(([component, overrides], i) => {
+      const js = renderTemplate(templateOf(component).text, templateVars(component, overrides))
+      expect(out[`r${i}`]).toBe(js)
+    })
+    expect(out.common_vars).toEqual({ node_major: 20, git_repo: SAMPLE_VARS.source_git_repo, git_ref: 'main', tarball_url: '' })
+    expect(out.common).toBe(renderTemplate(fs.readFileSync(commonFile, 'utf8'), out.common_vars))
+  } finally {
+    scratch.remove()
+  }
+})
