@@ -21,7 +21,7 @@ const { componentLogger, silent } = require('../../core/logger')
  * that is because the binary is missing).
  *
  * @param {object} [options] see `defaults` in ./options.js
- * @returns {Promise<{ app, onAcquire, onRelease, close, cache: { backend, url } }>}
+ * @returns {Promise<{ app, onAcquire, onRelease, close, cache: { backend, url }, service }>}
  *   the app contract appserver-lib hosts
  */
 async function create (options = {}) {
@@ -48,7 +48,7 @@ async function create (options = {}) {
     metrics.backend.set({ backend: cache.backend }, 1)
     const service = new KvService({ store, cache, metrics, logger: log })
     closers.push(() => service.settle())
-    log.info({ table: o.table, dynamoEndpoint: o.dynamoEndpoint || 'aws', cache: cache.backend, redisUrl: cache.url }, 'kv-cache ready')
+    log.info({ table: o.table, dynamoEndpoint: o.dynamoEndpoint || 'aws', cache: cache.backend, redisUrl: redact(cache.url) }, 'kv-cache ready')
 
     let closed = false
     return {
@@ -56,7 +56,7 @@ async function create (options = {}) {
       onAcquire: (ranges) => service.onAcquire(ranges),
       onRelease: (ranges) => service.onRelease(ranges),
       cache: { backend: cache.backend, url: cache.url },
-      service,
+      service, // the HTTP-free core, for tests and tooling
       async close () {
         if (closed) return
         closed = true
@@ -66,6 +66,18 @@ async function create (options = {}) {
   } catch (err) {
     await closeAll()
     throw err
+  }
+}
+
+/** A Redis URL fit for logs: any password replaced. */
+function redact (url) {
+  if (!url) return url
+  try {
+    const u = new URL(url)
+    if (u.password) u.password = '***'
+    return u.toString()
+  } catch {
+    return 'redis://(unparseable)'
   }
 }
 
@@ -94,14 +106,14 @@ async function openCache (o, log, metrics, closers) {
     logger: log,
     onHealth (healthy, err) {
       metrics.degraded.set(healthy ? 0 : 1)
-      if (healthy) log.info({ redisUrl: url }, 'Redis reachable: cache in use')
-      else log.warn({ redisUrl: url, err: err && { message: err.message } }, 'Redis unreachable: serving from DynamoDB until it returns')
+      if (healthy) log.info({ redisUrl: redact(url) }, 'Redis reachable: cache in use')
+      else log.warn({ redisUrl: redact(url), err: err && { message: err.message } }, 'Redis unreachable: serving from DynamoDB until it returns')
     }
   })
   closers.push(() => cache.close())
   metrics.degraded.set(1) // until the first 'ready'
   if (!await cache.waitReady(Math.max(o.redisTimeoutMs, 2000))) {
-    log.warn({ redisUrl: url }, 'Redis not reachable at start: serving from DynamoDB until it is')
+    log.warn({ redisUrl: redact(url) }, 'Redis not reachable at start: serving from DynamoDB until it is')
   }
   return cache
 }

@@ -58,6 +58,7 @@ class KvService {
     // slice while DynamoDB answers, the entry is born distrusted.
     const tag = this.epochs.now()
     const item = await this.#storeOp('get', () => this.store.get(key))
+    if (!this.cache.healthy) return item // degraded: the fill would only fail
     try {
       if (item) await this.cache.set(key, sliceKey, { tag, contentType: item.contentType, value: item.value })
       // A distrusted entry for a deleted key would otherwise be kept alive by

@@ -202,7 +202,7 @@ describe('kv-cache app', () => {
   test('Redis unreachable from the start: served from DynamoDB, degraded, and a warning logged', async () => {
     const lines = []
     const logger = pino({ level: 'info' }, new Writable({ write (chunk, enc, cb) { lines.push(JSON.parse(chunk)); cb() } }))
-    const { url, registry, kv } = await kvOn({ redisUrl: 'redis://127.0.0.1:1', logger })
+    const { url, registry, kv } = await kvOn({ redisUrl: 'redis://:hunter2@127.0.0.1:1', logger })
     expect(kv.cache.backend).toBe('redis')
     expect((await putText(kvUrl(url, 'nr'), 'v')).status).toBe(204)
     const r = await call(kvUrl(url, 'nr'))
@@ -210,6 +210,7 @@ describe('kv-cache app', () => {
     expect(await registryValue(registry, 'chopper_kv_cache_degraded')).toBe(1)
     expect(await registryValue(registry, 'chopper_kv_store_errors_total', { store: 'redis' })).toBeGreaterThan(0)
     expect(lines.some((l) => l.level === 40 && /Redis not reachable at start/.test(l.msg))).toBe(true)
+    expect(JSON.stringify(lines)).not.toMatch(/hunter2/) // the password never reaches the logs
   })
 
   test('no redisUrl and spawnRedis false: the in-process TTL cache, with the same move safety', async () => {
