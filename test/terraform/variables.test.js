@@ -7,7 +7,8 @@
 
 const { APPS } = require('../../apps')
 const { strategies } = require('../../controller/strategies')
-const { loadConfig, terraformBin, scratchModule } = require('./terraform-config')
+const path = require('node:path')
+const { TF_DIR, loadConfig, terraformBin, scratchModule } = require('./terraform-config')
 
 let model
 
@@ -110,6 +111,10 @@ withTerraform('terraform evaluates the validations', () => {
     ['scaled out, no load driver', [...SOURCE, ...v('frontend_count', 4), ...v('appserver_count', 12), ...v('controller_count', 2), ...v('load_driver_enabled', false), ...v('appserver_instance_type', 'c5.large')]]
   ])('accepts %s', (label, args) => {
     expect(plan(args)).toEqual({ status: 0, stderr: '' })
+  })
+
+  test('terraform.tfvars.example is valid and accepted', () => {
+    expect(plan([`-var-file=${path.join(TF_DIR, 'terraform.tfvars.example')}`])).toEqual({ status: 0, stderr: '' })
   })
 
   test('locals follow the variables: no load-driver role or type without a load driver', () => {
