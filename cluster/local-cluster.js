@@ -4,7 +4,7 @@ const { Registry } = require('prom-client')
 const { createController } = require('../controller')
 const { createFrontend } = require('../frontend')
 const { createAppServer } = require('../appserver-lib')
-const { loadApp } = require('../apps')
+const { getApp } = require('../apps')
 const { InvalidArgumentError } = require('../core/errors')
 const { silent } = require('../core/logger')
 const { pollUntil } = require('../core/poll')
@@ -36,7 +36,8 @@ async function startLocalCluster (options = {}) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1 || opts[k] > 64) throw new InvalidArgumentError(`invalid ${k}: expected an integer from 1 to 64`)
   }
   if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port + opts.frontends > 65536) throw new InvalidArgumentError('invalid port: expected 0 or a free port with room for the other front ends after it')
-  const appModule = loadApp(opts.app)
+  const appEntry = getApp(opts.app)
+  const appModule = appEntry.load()
   const log = opts.logger
   const closers = []
   const closeAll = async () => {
@@ -50,13 +51,10 @@ async function startLocalCluster (options = {}) {
     const { url: controllerUrl } = await controller.start()
     closers.push(() => controller.close())
 
-    let appOptions = { ...opts.appOptions }
-    if (typeof appModule.prepareCluster === 'function') {
-      // Shared embedded dependencies (e.g. one in-process DynamoDB for all kv-cache servers).
-      const shared = await appModule.prepareCluster({ ...appOptions, logger: log })
-      appOptions = { ...appOptions, ...shared.options }
-      closers.push(() => shared.close())
-    }
+    // Embedded shared dependencies (one in-process DynamoDB for all kv-cache servers).
+    const shared = await appEntry.prepareShared({ ...opts.appOptions, logger: log })
+    closers.push(() => shared.close())
+    const appOptions = { ...opts.appOptions, ...shared.options }
 
     const servers = []
     for (let i = 1; i <= opts.servers; i++) {

@@ -1,0 +1,54 @@
+#!/usr/bin/env node
+'use strict'
+
+const os = require('node:os')
+const pino = require('pino')
+const { Registry, collectDefaultMetrics } = require('prom-client')
+const { createAppServer } = require('../appserver-lib')
+const { getApp } = require('../apps')
+const { readEnv } = require('../core/settings')
+const { onShutdown } = require('../cli/args')
+
+// Production entry point for the bundled apps: CHOPPER_APP picks compute or
+// kv-cache; everything else comes from core/settings.js ENV.appserver (and ENV.kvCache).
+async function main () {
+  let settings, appSettings, entry
+  try {
+    settings = readEnv('appserver')
+    entry = getApp(settings.app)
+    appSettings = settings.app === 'kv-cache' ? readEnv('kvCache') : {}
+  } catch (err) {
+    process.stderr.write(`error: ${err.message}\n`)
+    process.exit(2)
+  }
+  const logger = pino({ level: settings.logLevel })
+  const id = settings.id || `${os.hostname()}-${settings.port}`
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry })
+  const shared = await entry.prepareShared({ ...appSettings, logger })
+  const instance = await entry.load().create({ ...appSettings, ...shared.options, serverId: id, registry, logger })
+  const server = createAppServer({
+    id,
+    app: instance.app,
+    onAcquire: instance.onAcquire,
+    onRelease: instance.onRelease,
+    registry,
+    controllerUrl: settings.controllerUrl,
+    host: settings.host,
+    port: settings.port,
+    controlPort: settings.controlPort,
+    advertiseHost: settings.advertiseHost,
+    logger
+  })
+  await server.start()
+  onShutdown(async () => {
+    await server.close()
+    if (instance.close) await instance.close()
+    await shared.close()
+  }, logger)
+}
+
+main().catch((err) => {
+  process.stderr.write(`error: ${err.code ? err.code + ': ' : ''}${err.message}\n`)
+  process.exit(1)
+})
