@@ -38,12 +38,16 @@ locals {
     LOG_LEVEL                = var.log_level
   }
 
-  # kv-cache only. CHOPPER_DDB_ENDPOINT stays unset: the SDK then talks to
-  # DynamoDB in AWS_REGION with the instance profile's credentials.
+  # kv-cache only. The endpoint is set explicitly: bin/appserver.js treats
+  # an unset CHOPPER_DDB_ENDPOINT as "no DynamoDB" and starts a private
+  # in-process dynalite on each app server (apps/index.js prepareShared).
+  # A non-loopback endpoint makes the SDK use the instance profile's
+  # credentials, as the default endpoint would.
   kv_cache_env = {
-    CHOPPER_DDB_TABLE = aws_dynamodb_table.kv.name
-    AWS_REGION        = var.region
-    REDIS_URL         = local.redis_url
+    CHOPPER_DDB_TABLE    = aws_dynamodb_table.kv.name
+    CHOPPER_DDB_ENDPOINT = "https://dynamodb.${var.region}.${data.aws_partition.current.dns_suffix}"
+    AWS_REGION           = var.region
+    REDIS_URL            = local.redis_url
   }
 
   controller_template_vars = {

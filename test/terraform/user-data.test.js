@@ -10,20 +10,18 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 const { DEFAULT_PORTS, ENV, readEnv } = require('../../core/settings')
+const { APPS } = require('../../apps')
+const { silent } = require('../../core/logger')
+const { ROOT, TF_DIR, loadConfig, resolve, renderTemplate, terraformBin, scratchModule } = require('./terraform-config')
 const {
-  ROOT, TF_DIR, Unresolved, loadConfig, resolve, renderTemplate, templateCalls, terraformBin, scratchModule
-} = require('./terraform-config')
+  COMPONENTS, SAMPLE_VARS, COMMON_SAMPLE, BOOT_VALUES, placeholderValue, appendedAtBoot, createRenderer
+} = require('./user-data-render')
 
-// Which env maps (locals in user-data.tf) feed which ENV table, per component.
-const COMPONENTS = {
-  controller: { envLocals: { controller_env: 'controller' } },
-  frontend: { envLocals: { frontend_env: 'frontend' } },
-  appserver: { envLocals: { appserver_env: 'appserver', kv_cache_env: 'kvCache' } }
-}
 const ENV_NAME = /\b(CHOPPER_[A-Z0-9_]+|REDIS_URL|AWS_REGION|LOG_LEVEL)\b/g
-// Settings the code defaults to loopback or leaves unset: on AWS they must be set.
+// Settings the code defaults to loopback or leaves unset: on AWS they must be
+// set (an unset CHOPPER_DDB_ENDPOINT means an in-process dynalite).
 const mustSet = (spec) => Object.entries(ENV[spec])
-  .filter(([name, s]) => name !== 'CHOPPER_DDB_ENDPOINT' && (s.default === undefined || String(s.default).includes('127.0.0.1')))
+  .filter(([, s]) => s.default === undefined || String(s.default).includes('127.0.0.1'))
   .map(([name]) => name)
 // A deliberate difference from the code's default: the paper's AWS runs used kv-cache.
 const DEFAULT_EXCEPTIONS = new Set(['CHOPPER_APP'])
@@ -34,70 +32,16 @@ const PORT_VARIABLES = {
   app_port: 'app',
   app_control_port: 'appControl'
 }
-const SAMPLE_VARS = { source_git_repo: 'https://example.com/chopper.git' }
 
 let model
-let calls
+let templateOf, templateVars, userData, writtenEnv
 
 beforeAll(async () => {
   model = await loadConfig()
-  calls = templateCalls(model)
+  ;({ templateOf, templateVars, userData, writtenEnv } = createRenderer(model))
 })
 
-const templateOf = (component) => {
-  const call = calls.find((c) => c.template === `templates/${component}.sh.tftpl`)
-  if (!call) throw new Error(`no templatefile() call renders templates/${component}.sh.tftpl`)
-  return { ...call, text: fs.readFileSync(path.join(TF_DIR, call.template), 'utf8') }
-}
 const allowedNames = (component) => new Set(Object.values(COMPONENTS[component].envLocals).flatMap((spec) => Object.keys(ENV[spec])))
-const appendedAtBoot = (text) => [...text.matchAll(/echo "([A-Z0-9_]+)=\$\(imds [a-z0-9-]+\)"/g)].map((m) => m[1])
-
-/** Env file lines the way user-data.tf joins them (`for k, v in map : "k=v"`, sorted keys). */
-function envLines (mapName, overrides = {}) {
-  const map = resolve(model, model.locals[mapName], { ...SAMPLE_VARS, ...overrides })
-  return Object.keys(map).sort().map((k) => `${k}=${map[k]}`)
-}
-
-/** The vars each component template gets, with env_file built from its env maps. */
-function templateVars (component, overrides = {}) {
-  const { varsLocal } = templateOf(component)
-  const vars = resolve(model, model.locals[varsLocal], { ...SAMPLE_VARS, ...overrides })
-  if (COMPONENTS[component]) {
-    const expr = model.locals[varsLocal].env_file
-    const lines = []
-    for (const [mapName] of Object.entries(COMPONENTS[component].envLocals)) {
-      // The env_file expression must join exactly these maps.
-      expect(expr).toContain(`local.${mapName}`)
-      const conditional = new RegExp(`local\\.${mapName}\\s*:[^\\]]*\\bif local\\.kv_cache`).test(expr)
-      const app = overrides.app ?? model.variable.app.default
-      if (!conditional || app === 'kv-cache') lines.push(...envLines(mapName, overrides))
-    }
-    vars.env_file = lines.join('\n')
-  }
-  for (const [k, v] of Object.entries(vars)) {
-    if (v instanceof Unresolved) vars[k] = v.toString()
-  }
-  return vars
-}
-
-function userData (component, overrides = {}) {
-  const common = renderTemplate(fs.readFileSync(path.join(TF_DIR, 'templates/common.sh.tftpl'), 'utf8'),
-    resolve(model, model.locals.common_template_vars, { ...SAMPLE_VARS, ...overrides }))
-  return [common, renderTemplate(templateOf(component).text, templateVars(component, overrides))].join('\n')
-}
-
-/** The env file a rendered script writes: its quoted heredoc plus the lines appended from instance metadata. */
-function writtenEnv (script, component) {
-  const m = new RegExp(`cat > "\\$ENV_DIR/${component}\\.env" <<'(\\w+)'\\n([\\s\\S]*?)\\n\\1\\n`).exec(script)
-  if (!m) throw new Error(`the ${component} script does not write $ENV_DIR/${component}.env from a quoted heredoc`)
-  const env = {}
-  for (const line of m[2].split('\n')) {
-    const eq = line.indexOf('=')
-    env[line.slice(0, eq)] = line.slice(eq + 1).replace(/<[^>]+>/g, '10.40.8.10')
-  }
-  for (const name of appendedAtBoot(script)) env[name] = name.endsWith('_ID') ? 'i-0123456789abcdef0' : '10.40.9.20'
-  return env
-}
 
 test('port variables default to core/settings.js DEFAULT_PORTS, and every port has one', () => {
   for (const [variable, key] of Object.entries(PORT_VARIABLES)) {
@@ -130,7 +74,7 @@ test('the common and load-driver scripts set no component variables', () => {
 
 test.each(Object.keys(COMPONENTS))('%s: env values agree with the code\'s defaults, and loopback defaults are overridden', (component) => {
   const { text } = templateOf(component)
-  const set = new Set([...Object.keys(COMPONENTS[component].envLocals).flatMap((m) => Object.keys(model.locals[m])), ...appendedAtBoot(text)])
+  const set = new Set([...Object.keys(COMPONENTS[component].envLocals).flatMap((m) => Object.keys(model.locals[m])), ...appendedAtBoot(text).map(([n]) => n)])
   for (const spec of Object.values(COMPONENTS[component].envLocals)) {
     expect({ spec, missing: mustSet(spec).filter((n) => !set.has(n)) }).toEqual({ spec, missing: [] })
   }
@@ -151,9 +95,15 @@ test.each(Object.keys(COMPONENTS))('%s: env values agree with the code\'s defaul
   }
 })
 
-test('kv-cache app servers use DynamoDB in the deployment region, never a local endpoint', () => {
+test('kv-cache app servers use DynamoDB in the deployment region, never a local endpoint', async () => {
   const kv = model.locals.kv_cache_env
-  expect(Object.keys(kv)).not.toContain('CHOPPER_DDB_ENDPOINT')
+  expect(kv.CHOPPER_DDB_ENDPOINT).toBe('https://dynamodb.${var.region}.${data.aws_partition.current.dns_suffix}')
+  // With this endpoint the app server starts no stand-in DynamoDB of its own.
+  const endpoint = String(resolve(model, kv.CHOPPER_DDB_ENDPOINT)).replace(/<[^>]+>/g, placeholderValue)
+  expect(endpoint).toBe('https://dynamodb.us-west-2.amazonaws.com')
+  const shared = await APPS['kv-cache'].prepareShared({ dynamoEndpoint: endpoint, logger: silent })
+  expect(shared.options).toEqual({})
+  await shared.close()
   expect(kv.CHOPPER_DDB_TABLE).toBe('${aws_dynamodb_table.kv.name}')
   expect(kv.AWS_REGION).toBe('${var.region}')
   expect(resolve(model, kv.REDIS_URL)).toBe('redis://127.0.0.1:6379')
@@ -189,8 +139,12 @@ test.each([
   expect(s.id).toMatch(/^i-/)
   const kv = readEnv('kvCache', env)
   if (overrides.app === 'kv-cache') {
-    expect(kv).toMatchObject({ table: ENV.kvCache.CHOPPER_DDB_TABLE.default, region: 'us-west-2', redisUrl: 'redis://127.0.0.1:6379' })
-    expect(kv.dynamoEndpoint).toBeUndefined()
+    expect(kv).toMatchObject({
+      table: ENV.kvCache.CHOPPER_DDB_TABLE.default,
+      region: 'us-west-2',
+      redisUrl: 'redis://127.0.0.1:6379',
+      dynamoEndpoint: 'https://dynamodb.us-west-2.amazonaws.com'
+    })
   } else {
     expect(Object.keys(env).filter((k) => Object.hasOwn(ENV.kvCache, k))).toEqual([])
   }
@@ -202,6 +156,14 @@ test.each(['controller', 'frontend', 'appserver', 'load-driver'])('%s: rendered 
   expect(Buffer.byteLength(script)).toBeLessThan(16 * 1024) // EC2's user_data limit
   const r = spawnSync('bash', ['-n'], { input: script, encoding: 'utf8' })
   expect(r.stderr).toBe('')
+  expect(r.status).toBe(0)
+})
+
+const shellcheck = ['/usr/bin/shellcheck', '/usr/local/bin/shellcheck'].find((p) => fs.existsSync(p))
+
+;(shellcheck ? test.each : test.skip.each)(['controller', 'frontend', 'appserver', 'load-driver'])('%s: shellcheck finds nothing in the rendered user_data', (component) => {
+  const r = spawnSync(shellcheck, ['--shell=bash', '--format=gcc', '-'], { input: userData(component), encoding: 'utf8' })
+  expect(r.stdout).toBe('')
   expect(r.status).toBe(0)
 })
 
@@ -221,10 +183,20 @@ test('every systemd service runs an entry point that exists, restarting on failu
   }
 })
 
-test('boot scripts read instance metadata with IMDSv2 tokens', () => {
+test('boot scripts read instance metadata with IMDSv2 tokens, failing the boot if it is unavailable', () => {
   const common = fs.readFileSync(path.join(TF_DIR, 'templates/common.sh.tftpl'), 'utf8')
   expect(common).toMatch(/curl -fsS -X PUT http:\/\/169\.254\.169\.254\/latest\/api\/token/)
   expect(common).toMatch(/X-aws-ec2-metadata-token: \$token/)
+  expect(common).toMatch(/^set -Eeuo pipefail$/m)
+  // Plain assignments: under set -e a failed $(...) there stops the script,
+  // where inside an echo argument it would write an empty value.
+  expect(common).toMatch(/^INSTANCE_ID=\$\(retry imds instance-id\)$/m)
+  expect(common).toMatch(/^PRIVATE_IP=\$\(retry imds local-ipv4\)$/m)
+  for (const component of ['frontend', 'appserver']) {
+    const used = appendedAtBoot(templateOf(component).text)
+    expect(used.length).toBe(2)
+    for (const [, from] of used) expect(Object.keys(BOOT_VALUES)).toContain(from)
+  }
 })
 
 const withTerraform = terraformBin() ? test : test.skip
@@ -251,7 +223,7 @@ withTerraform('terraform renders the templates exactly as the offline renderer d
       const js = renderTemplate(templateOf(component).text, templateVars(component, overrides))
       expect(out[`r${i}`]).toBe(js)
     })
-    expect(out.common_vars).toEqual({ node_major: 20, git_repo: SAMPLE_VARS.source_git_repo, git_ref: 'main', tarball_url: '' })
+    expect(out.common_vars).toEqual(COMMON_SAMPLE)
     expect(out.common).toBe(renderTemplate(fs.readFileSync(commonFile, 'utf8'), out.common_vars))
   } finally {
     scratch.remove()
