@@ -23,7 +23,7 @@ const PORT_VARS = ['CHOPPER_CONTROLLER_PORT', 'CHOPPER_FRONTEND_PORT', 'CHOPPER_
 const HOST_VARS = ['CHOPPER_CONTROLLER_HOST', 'CHOPPER_FRONTEND_HOST', 'CHOPPER_APP_HOST']
 
 let renderer
-let cleanups = []
+const cleanups = []
 
 beforeAll(async () => {
   renderer = createRenderer(await loadConfig())
