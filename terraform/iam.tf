@@ -46,7 +46,7 @@ data "aws_iam_policy_document" "appserver_dynamodb" {
 resource "aws_iam_role_policy" "appserver_dynamodb" {
   count = local.kv_cache ? 1 : 0
 
-  name   = "dynamodb-${var.ddb_table_name}"
+  name   = "dynamodb-kv-table"
   role   = aws_iam_role.node["appserver"].id
   policy = data.aws_iam_policy_document.appserver_dynamodb.json
 }
