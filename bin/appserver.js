@@ -5,17 +5,17 @@ const os = require('node:os')
 const pino = require('pino')
 const { Registry, collectDefaultMetrics } = require('prom-client')
 const { createAppServer } = require('../appserver-lib')
-const { getApp } = require('../apps')
+const { loadApp, prepareShared } = require('../apps')
 const { readEnv } = require('../core/settings')
 const { onShutdown } = require('../cli/args')
 
 // Production entry point for the bundled apps: CHOPPER_APP picks compute or
 // kv-cache; everything else comes from core/settings.js ENV.appserver (and ENV.kvCache).
 async function main () {
-  let settings, appSettings, entry
+  let settings, appSettings, appModule
   try {
     settings = readEnv('appserver')
-    entry = getApp(settings.app)
+    appModule = loadApp(settings.app)
     appSettings = settings.app === 'kv-cache' ? readEnv('kvCache') : {}
   } catch (err) {
     process.stderr.write(`error: ${err.message}\n`)
@@ -25,8 +25,8 @@ async function main () {
   const id = settings.id || `${os.hostname()}-${settings.port}`
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
-  const shared = await entry.prepareShared({ ...appSettings, logger })
-  const instance = await entry.load().create({ ...appSettings, ...shared.options, serverId: id, registry, logger })
+  const shared = await prepareShared(appModule, { ...appSettings, logger })
+  const instance = await appModule.create({ ...appSettings, ...shared.options, serverId: id, registry, logger })
   const server = createAppServer({
     id,
     app: instance.app,

@@ -4,7 +4,7 @@ const { Registry } = require('prom-client')
 const { createController } = require('../controller')
 const { createFrontend } = require('../frontend')
 const { createAppServer } = require('../appserver-lib')
-const { getApp } = require('../apps')
+const { loadApp, prepareShared } = require('../apps')
 const { InvalidArgumentError } = require('../core/errors')
 const { silent } = require('../core/logger')
 const { pollUntil } = require('../core/poll')
@@ -36,8 +36,7 @@ async function startLocalCluster (options = {}) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1 || opts[k] > 64) throw new InvalidArgumentError(`invalid ${k}: expected an integer from 1 to 64`)
   }
   if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port + opts.frontends > 65536) throw new InvalidArgumentError('invalid port: expected 0 or a free port with room for the other front ends after it')
-  const appEntry = getApp(opts.app)
-  const appModule = appEntry.load()
+  const appModule = loadApp(opts.app)
   const log = opts.logger
   const closers = []
   const closeAll = async () => {
@@ -52,7 +51,7 @@ async function startLocalCluster (options = {}) {
     closers.push(() => controller.close())
 
     // Embedded shared dependencies (one in-process DynamoDB for all kv-cache servers).
-    const shared = await appEntry.prepareShared({ ...opts.appOptions, logger: log })
+    const shared = await prepareShared(appModule, { ...opts.appOptions, logger: log })
     closers.push(() => shared.close())
     const appOptions = { ...opts.appOptions, ...shared.options }
 
