@@ -29,7 +29,7 @@ test('tflint is configured with the bundled terraform ruleset, every rule on', (
 
 ;(tflintBin() ? test : test.skip)('tflint reports nothing', () => {
   const r = spawnSync(tflintBin(), ['--chdir', TF_DIR, '--format', 'compact', '--no-color', '--minimum-failure-severity=notice'], {
-    env: { ...process.env, TFLINT_PLUGIN_DIR: path.join(ROOT, '.tflint-cache', 'plugins') },
+    env: { ...process.env, TFLINT_PLUGIN_DIR: path.join(process.env.TFLINT_CACHE_DIR || path.join(ROOT, '.tflint-cache'), 'plugins') },
     encoding: 'utf8',
     timeout: 60000
   })

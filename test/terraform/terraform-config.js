@@ -190,8 +190,11 @@ function which (bin, extraDirs = []) {
 }
 
 const terraformBin = () => which('terraform')
-// .ci/install-tflint.sh caches the binary here.
-const tflintBin = () => which('tflint', [path.join(ROOT, '.tflint-cache', 'bin')])
+// Where .ci/install-tflint.sh caches the binary: $TFLINT_CACHE_DIR/bin, else .tflint-cache/bin.
+const tflintBin = () => which('tflint', [
+  ...(process.env.TFLINT_CACHE_DIR ? [path.join(process.env.TFLINT_CACHE_DIR, 'bin')] : []),
+  path.join(ROOT, '.tflint-cache', 'bin')
+])
 
 const TF_ENV = {
   ...process.env,
