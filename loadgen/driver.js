@@ -124,7 +124,9 @@ async function run (spec, options = {}) {
   function send (req, intended) {
     const sendAt = performance.now()
     rec.sent(req, intended, sendAt)
-    const origin = o.mode === 'open' ? intended : sendAt
+    // libuv's cached loop time can fire a timer up to ~1 ms before performance.now() reaches the
+    // intended time. A request sent early is timed from its actual send, never from a later instant.
+    const origin = o.mode === 'open' ? Math.min(intended, sendAt) : sendAt
     const pool = pools[nextPool++ % pools.length]
     const body = req.valueSize > 0 ? values(req) : undefined
     return pool.request({

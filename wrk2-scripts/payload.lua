@@ -86,11 +86,15 @@ function init(args)
    get_headers = copy_headers({})
    put_headers = {}
 
-   cursor, wraps, responses = 1, 0, 0
+   cursor, wraps, responses, requests = 1, 0, 0, 0
    served, statuses = {}, {}
 end
 
+-- Note: wrk calls request() once on thread 0 before the run, to check the
+-- request parses. That call consumes thread 0's first line, which is never
+-- sent; `requests` counts it.
 function request()
+   requests = requests + 1
    local i = cursor
    cursor = cursor + 1
    if cursor > count then
@@ -133,6 +137,11 @@ local function json(v)
    elseif t == "string" then
       return '"' .. v:gsub('[%c"\\]', function(c) return string.format("\\u%04x", string.byte(c)) end) .. '"'
    elseif t == "table" then
+      if #v > 0 then
+         local items = {}
+         for i = 1, #v do items[i] = json(v[i]) end
+         return "[" .. table.concat(items, ",") .. "]"
+      end
       local keys = {}
       for k in pairs(v) do keys[#keys + 1] = k end
       table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
@@ -146,10 +155,13 @@ end
 function done(summary, latency, requests)
    local served_all, status_all = {}, {}
    local total, wrapped, lines, declared = 0, 0, 0, nil
-   for _, t in ipairs(threads) do
-      for k, v in pairs(t:get("served") or {}) do served_all[k] = (served_all[k] or 0) + v end
+   local per_thread = {}
+   for i, t in ipairs(threads) do
+      local served = t:get("served") or {}
+      for k, v in pairs(served) do served_all[k] = (served_all[k] or 0) + v end
       for k, v in pairs(t:get("statuses") or {}) do status_all[k] = (status_all[k] or 0) + v end
       total = total + (t:get("responses") or 0)
+      per_thread[i] = { index = i - 1, requests = t:get("requests") or 0, responses = t:get("responses") or 0, servedBy = served, wraps = t:get("wraps") or 0 }
       wrapped = math.max(wrapped, t:get("wraps") or 0)
       lines = t:get("payload_lines") or lines
       declared = declared or t:get("declared_threads")
@@ -206,6 +218,7 @@ function done(summary, latency, requests)
       status = status_all,
       socketErrors = { connect = e.connect, read = e.read, write = e.write, timeout = e.timeout },
       payloadLines = lines,
-      wraps = wrapped
+      wraps = wrapped,
+      perThread = per_thread
    }) .. "\n")
 end

@@ -120,6 +120,15 @@ describe('run: open loop against a fast local server', () => {
     expect(three.windows[0].imbalance).toBeGreaterThan(1.35)
   })
 
+  test('no latency is shorter than the server took, even when a timer fires a little early', async () => {
+    fixture = await startFixture({ behave: () => ({ delayMs: 5 }) })
+    const result = await run({ seed: 10, phases: [{ duration: 1, rate: 300 }] }, { target: fixture.url })
+    expect(result.phases[0].latencyMs.count).toBe(300)
+    // Each client-side latency includes the server's own handling time (timers can fire early there too, so measure it).
+    const fastestServerMs = Math.min(...fixture.arrivals.map((a) => a.repliedAt - a.t))
+    expect(result.phases[0].latencyMs.min).toBeGreaterThanOrEqual(fastestServerMs - 0.01)
+  })
+
   test('per-key per-server counts, for affinity', async () => {
     fixture = await startFixture()
     const result = await run({ seed: 4, phases: [{ duration: 0.5, rate: 200, keys: { count: 6 } }] }, { target: fixture.url })

@@ -24,10 +24,12 @@ async function startFixture ({ route = defaultRoute, behave = () => undefined } 
     let bodyLength = 0
     req.on('data', (c) => { bodyLength += c.length })
     req.on('end', () => {
-      arrivals.push({ t, method: req.method, key, bodyLength, contentType: req.headers['content-type'], path: req.url })
+      const arrival = { t, method: req.method, key, bodyLength, contentType: req.headers['content-type'], path: req.url, repliedAt: null }
+      arrivals.push(arrival)
       const b = behave({ key, method: req.method, t }) || {}
       if (b.hang) return
       const reply = () => {
+        arrival.repliedAt = performance.now()
         const id = route(key)
         if (id) res.setHeader('X-Served-By', id)
         res.statusCode = b.status || 200
