@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 const { DEFAULT_PORTS, ENV, readEnv } = require('../../core/settings')
-const { APPS } = require('../../apps')
+const { loadApp, prepareShared } = require('../../apps')
 const { silent } = require('../../core/logger')
 const { ROOT, TF_DIR, loadConfig, resolve, renderTemplate, terraformBin, scratchModule } = require('./terraform-config')
 const {
@@ -98,12 +98,16 @@ test.each(Object.keys(COMPONENTS))('%s: env values agree with the code\'s defaul
 test('kv-cache app servers use DynamoDB in the deployment region, never a local endpoint', async () => {
   const kv = model.locals.kv_cache_env
   expect(kv.CHOPPER_DDB_ENDPOINT).toBe('https://dynamodb.${var.region}.${data.aws_partition.current.dns_suffix}')
-  // With this endpoint the app server starts no stand-in DynamoDB of its own.
+  // With this endpoint the app server starts no stand-in DynamoDB of its own
+  // (the call bin/appserver.js makes with the kv-cache settings).
   const endpoint = String(resolve(model, kv.CHOPPER_DDB_ENDPOINT)).replace(/<[^>]+>/g, placeholderValue)
   expect(endpoint).toBe('https://dynamodb.us-west-2.amazonaws.com')
-  const shared = await APPS['kv-cache'].prepareShared({ dynamoEndpoint: endpoint, logger: silent })
-  expect(shared.options).toEqual({})
-  await shared.close()
+  const shared = await prepareShared(loadApp('kv-cache'), { dynamoEndpoint: endpoint, logger: silent })
+  try {
+    expect(shared.options).toEqual({})
+  } finally {
+    await shared.close()
+  }
   expect(kv.CHOPPER_DDB_TABLE).toBe('${aws_dynamodb_table.kv.name}')
   expect(kv.AWS_REGION).toBe('${var.region}')
   expect(resolve(model, kv.REDIS_URL)).toBe('redis://127.0.0.1:6379')
