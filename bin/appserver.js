@@ -5,7 +5,7 @@ const os = require('node:os')
 const pino = require('pino')
 const { Registry, collectDefaultMetrics } = require('prom-client')
 const { createAppServer } = require('../appserver-lib')
-const { loadApp, prepareShared } = require('../apps')
+const { loadApp } = require('../apps')
 const { readEnv } = require('../core/settings')
 const { onShutdown } = require('../cli/args')
 
@@ -25,8 +25,9 @@ async function main () {
   const id = settings.id || `${os.hostname()}-${settings.port}`
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
-  const shared = await prepareShared(appModule, { ...appSettings, logger })
-  const instance = await appModule.create({ ...appSettings, ...shared.options, serverId: id, registry, logger })
+  // No embedded stand-ins here: without CHOPPER_DDB_ENDPOINT, kv-cache talks to DynamoDB
+  // in AWS_REGION through the SDK's standard chain (npm start is where dynalite is embedded).
+  const instance = await appModule.create({ ...appSettings, serverId: id, registry, logger })
   const server = createAppServer({
     id,
     app: instance.app,
@@ -44,7 +45,6 @@ async function main () {
   onShutdown(async () => {
     await server.close()
     if (instance.close) await instance.close()
-    await shared.close()
   }, logger)
 }
 
