@@ -33,7 +33,9 @@ class DynamoStore {
     this.logger = logger
     const config = {
       region,
-      requestHandler: { connectionTimeout: Math.min(timeoutMs, 1000), requestTimeout: timeoutMs }
+      // Without throwOnRequestTimeout the SDK only logs a warning and a hung
+      // DynamoDB would hang the request: we want a 503 instead.
+      requestHandler: { connectionTimeout: Math.min(timeoutMs, 1000), requestTimeout: timeoutMs, throwOnRequestTimeout: true }
     }
     if (endpoint) {
       config.endpoint = endpoint

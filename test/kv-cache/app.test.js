@@ -1,8 +1,10 @@
 'use strict'
 
+const net = require('node:net')
 const { Writable } = require('node:stream')
 const pino = require('pino')
 const { startDynalite, spawnRedis } = require('../../apps/kv-cache/embedded')
+const { DynamoStore } = require('../../apps/kv-cache/dynamo-store')
 const { sliceKey, KEYSPACE_SIZE } = require('../../core/keyspace')
 const { pollUntil } = require('../../core/poll')
 const { createHarness, registryValue, kvUrl, call } = require('./harness')
@@ -197,6 +199,41 @@ describe('kv-cache app', () => {
     expect([r.body, r.headers['x-chopper-cache']]).toEqual(['v2', 'miss'])
     expect(await registryValue(registry, 'chopper_kv_cache_invalidations_total', { reason: 'cache_error' })).toBeGreaterThan(0)
     expect(await registryValue(registry, 'chopper_kv_store_errors_total', { store: 'redis', op: 'set' })).toBeGreaterThan(0)
+  })
+
+  test('Redis hung (SIGSTOP): requests fall back to DynamoDB after redisTimeoutMs and stay correct', async () => {
+    const own = await spawnRedis()
+    h.track(() => own.close())
+    const { url, registry } = await kvOn({ redisUrl: own.url, redisTimeoutMs: 200 })
+    await putText(kvUrl(url, 'hung'), 'v1')
+    expect((await call(kvUrl(url, 'hung'))).headers['x-chopper-cache']).toBe('hit')
+    own.child.kill('SIGSTOP')
+    try {
+      const t0 = Date.now()
+      expect((await putText(kvUrl(url, 'hung'), 'v2')).status).toBe(204)
+      const r = await call(kvUrl(url, 'hung'))
+      expect([r.status, r.body, r.headers['x-chopper-cache']]).toEqual([200, 'v2', 'miss'])
+      expect(Date.now() - t0).toBeLessThan(5000)
+      expect(await registryValue(registry, 'chopper_kv_cache_degraded')).toBe(1)
+    } finally {
+      own.child.kill('SIGCONT')
+    }
+    // Redis now applies the commands it had queued; none of them may resurface v1.
+    await pollUntil(async () => (await call(kvUrl(url, 'hung'))).headers['x-chopper-cache'] === 'hit', { timeoutMs: 5000, what: 'the cache to be used again' })
+    expect((await call(kvUrl(url, 'hung'))).body).toBe('v2')
+    expect(await registryValue(registry, 'chopper_kv_cache_degraded')).toBe(0)
+  })
+
+  test('DynamoDB hung (accepts connections, never answers): 503 after the timeout, not a hung request', async () => {
+    const sockets = new Set()
+    const blackHole = net.createServer((s) => { sockets.add(s); s.on('close', () => sockets.delete(s)) })
+    await new Promise((resolve) => blackHole.listen(0, '127.0.0.1', resolve))
+    h.track(() => new Promise((resolve) => { for (const s of sockets) s.destroy(); blackHole.close(resolve) }))
+    const store = new DynamoStore({ table: TABLE, endpoint: `http://127.0.0.1:${blackHole.address().port}`, region: 'us-west-2', timeoutMs: 200 })
+    h.track(() => store.close())
+    const t0 = Date.now()
+    await expect(store.put('k', Buffer.from('v'), 'text/plain')).rejects.toMatchObject({ code: 'CHOPPER_ERR_STORE_UNAVAILABLE', status: 503 })
+    expect(Date.now() - t0).toBeLessThan(5000) // three 200 ms attempts plus backoff
   })
 
   test('Redis unreachable from the start: served from DynamoDB, degraded, and a warning logged', async () => {
