@@ -21,6 +21,7 @@ const defaults = Object.freeze({
   controllerUrl: undefined, // without it the server does not register (assignments must be pushed)
   registerTimeoutMs: 30000,
   keyFrom: defaultKeyFrom,
+  enforceOwnership: true, // false: serve every key (no 421), still counting; for non-Chopper baselines
   logger: silent
 })
 
@@ -50,7 +51,7 @@ function createAppServer (options) {
   data.disable('x-powered-by')
   data.disable('etag')
   data.get('/healthz', (req, res) => res.json({ ok: true, serverId: id, generation: guard.generation }))
-  data.use(shardGuardMiddleware(guard, { keyFrom }))
+  data.use(shardGuardMiddleware(guard, { keyFrom, enforce: opts.enforceOwnership }))
   data.use(app)
   data.use((req, res, next) => next(new NotFoundError(`no route for ${req.method} ${req.path}`)))
   data.use(jsonErrorHandler(log))

@@ -16,9 +16,11 @@ function defaultKeyFrom (req) {
  * generation) for a key this server does not own, else counts the request,
  * sets `req.sliceKey` and `X-Served-By`, and calls the app.
  * @param {import('./shard-guard').ShardGuard} guard
- * @param {{ keyFrom?: (req) => string|undefined }} [options]
+ * @param {{ keyFrom?: (req) => string|undefined, enforce?: boolean }} [options]
+ *   enforce: false serves every key and only counts (for baselines such as
+ *   HAProxy hashing in front of the same servers, where there is no slice map).
  */
-function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom } = {}) {
+function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true } = {}) {
   return function chopperShardGuard (req, res, next) {
     res.setHeader('X-Served-By', guard.serverId)
     const appKey = keyFrom(req)
@@ -26,7 +28,7 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom } = {}) {
     const routed = req.headers['x-chopper-generation']
     if (routed !== undefined) guard.observeRoutedGeneration(Number(routed))
     const key = sliceKey(appKey)
-    if (guard.admitSliceKey(key) === -1) {
+    if (guard.admitSliceKey(key) === -1 && enforce) {
       res.setHeader('X-Chopper-Generation', String(guard.generation))
       return next(guard.notOwnerError(appKey))
     }

@@ -4,6 +4,7 @@
 const pino = require('pino')
 const { startLocalCluster, defaults } = require('../cluster/local-cluster')
 const { parseFlags, onShutdown } = require('../cli/args')
+const { readEnv } = require('../core/settings')
 
 const USAGE = `usage: npm start -- [flags]   (or: node bin/cluster.js [flags])
 
@@ -45,6 +46,7 @@ async function main () {
   const logger = pino({ level: values['log-level'] || process.env.LOG_LEVEL || 'info' })
   let cluster
   try {
+    if (values.app === 'kv-cache') readEnv('kvCache') // a malformed variable fails before anything starts
     cluster = await startLocalCluster({
       app: values.app,
       frontends: values.frontends,
@@ -52,6 +54,8 @@ async function main () {
       strategy: values.strategy,
       periodMs: values.period,
       port: values.port,
+      // kv-cache honours REDIS_URL, CHOPPER_DDB_ENDPOINT, ... (core/settings.js ENV.kvCache)
+      appOptions: values.app === 'kv-cache' ? readEnv('kvCache') : {},
       logger
     })
   } catch (err) {

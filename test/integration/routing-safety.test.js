@@ -162,6 +162,19 @@ describe('routing safety', () => {
     expect(metrics).toMatch(/chopper_controller_evictions_total 1/)
   })
 
+  test('with enforceOwnership: false an app server serves every key (baselines without a slice map)', async () => {
+    const { app } = await compute.create()
+    const open = createAppServer({ id: 'open', app, enforceOwnership: false })
+    const strict = createAppServer({ id: 'strict', app })
+    for (const s of [open, strict]) { await s.start(); closers.push(() => s.close()) }
+    const assignment = { generation: 1, slices: [{ start: 0, end: 2 ** 32, servers: ['elsewhere'] }], servers: { elsewhere: { url: 'http://127.0.0.1:1' } } }
+    for (const s of [open, strict]) expect((await putJson(`${s.urls.controlUrl}/v1/assignment`, assignment)).status).toBe(200)
+    const r = await call(`${open.urls.url}/compute?key=a&n=3`)
+    expect(r.status).toBe(200)
+    expect(r.headers['x-served-by']).toBe('open')
+    expect((await call(`${strict.urls.url}/compute?key=a&n=3`)).status).toBe(421)
+  })
+
   test('bad registration input gets a JSON 400', async () => {
     const controller = await controllerUp()
     const r1 = await putJson(`${controller.url}/v1/servers`, {})
