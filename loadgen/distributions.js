@@ -12,7 +12,7 @@
  * probability distributions").
  */
 
-const DISTRIBUTION_TYPES = Object.freeze(['uniform', 'normal', 'poisson', 'exponential', 'binomial', 'zipf', 'weights', 'custom'])
+const DISTRIBUTION_TYPES = Object.freeze(['uniform', 'sequential', 'normal', 'poisson', 'exponential', 'binomial', 'zipf', 'weights', 'custom'])
 
 /**
  * Unnormalised weights for one distribution over `count` key indices.
@@ -26,6 +26,7 @@ function baseWeights (dist, count, indexOf) {
   const w = new Float64Array(count)
   switch (dist.type) {
     case 'uniform':
+    case 'sequential': // not sampled (workload.js walks the keys in order), but its long-run shape is uniform
       w.fill(1)
       break
     case 'normal': {

@@ -36,6 +36,7 @@ const PHASE_FIELDS = ['name', 'duration', 'rate', 'keys', 'distribution', 'hot',
 const DEFAULTABLE_FIELDS = PHASE_FIELDS.filter((f) => f !== 'name' && f !== 'duration')
 const DIST_PARAMS = {
   uniform: { required: [], optional: [] },
+  sequential: { required: [], optional: [] },
   normal: { required: ['sd'], optional: ['mean'] },
   poisson: { required: ['lambda'], optional: [] },
   exponential: { required: ['rate'], optional: [] },
@@ -156,6 +157,10 @@ function normalisePhase (raw, defaults, i, at, seed, fail, failRaw) {
 
   const hot = pick('hot')
   phase.hot = normaliseHot(hot.value, hot.at, keySet, hot.fail, hot.failRaw)
+
+  if (phase.distribution && phase.distribution.type === 'sequential' && phase.hot) {
+    hot.failRaw(hot.at, 'hot keys do not apply to a sequential distribution (it visits every key in turn); set hot: null')
+  }
 
   const mix = pick('mix')
   phase.mix = normaliseMix(mix.value, mix.at, mix.fail, mix.failRaw)

@@ -28,8 +28,10 @@ function summarize (h) {
   if (count === 0) return out
   out.min = round3(h.minNonZeroValue / 1000)
   out.mean = round3(h.mean / 1000)
-  for (const p of PERCENTILES) out[`p${p}`] = round3(h.getValueAtPercentile(p) / 1000)
-  out.max = round3(h.maxValue / 1000)
+  // HdrHistogram reports a bucket's highest equivalent value; clamp so no percentile exceeds the max.
+  const max = h.maxValue
+  for (const p of PERCENTILES) out[`p${p}`] = round3(Math.min(h.getValueAtPercentile(p), max) / 1000)
+  out.max = round3(max / 1000)
   return out
 }
 

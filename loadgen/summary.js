@@ -10,7 +10,8 @@ const COLUMNS = [
   ['p99.9 ms', (p) => ms(p.latencyMs['p99.9'])],
   ['max ms', (p) => ms(p.latencyMs.max)],
   ['errors', (p) => String(p.errorCount)],
-  ['imbalance', (p) => (p.meanImbalance === null || p.meanImbalance === undefined ? '-' : fixed(p.meanImbalance, 2))]
+  // Mean of the per-window imbalances; a phase shorter than a window has none, so show its whole-phase figure, starred.
+  ['imbalance', (p) => (p.meanImbalance !== null && p.meanImbalance !== undefined ? fixed(p.meanImbalance, 2) : p.imbalance !== null && p.imbalance !== undefined ? fixed(p.imbalance, 2) + '*' : '-')]
 ]
 
 /**
@@ -39,6 +40,11 @@ function formatSummary (result) {
     if (i === rows.length - 1) lines.push(widths.map((w) => '-'.repeat(w)).join('  '))
     lines.push(fmt(r))
   })
+
+  if (result.phases.some((p) => p.meanImbalance === null && p.imbalance !== null)) {
+    lines.push('')
+    lines.push('* no whole window inside the phase: imbalance over the phase\'s total per-server counts')
+  }
 
   const errorLines = result.phases
     .filter((p) => p.errorCount > 0)

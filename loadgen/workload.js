@@ -61,8 +61,10 @@ function generate (spec) {
     const setBelow = ph.mix.get + ph.mix.set
     const { min, max } = ph.value
     const intervalMs = 1000 / ph.rate
+    // 'sequential' walks the keys in order (key-0, key-1, ...), e.g. to preload every key once before a KV test.
+    const sequential = s.phases[phaseIndex].distribution.type === 'sequential'
     for (let seq = 0; seq < ph.requests; seq++) {
-      const keyIndex = ph.sample(rng)
+      const keyIndex = sequential ? seq % ph.keyCount : ph.sample(rng)
       const u = rng.next()
       const op = u < getBelow ? 'get' : u < setBelow || ph.mix.delete === 0 ? 'set' : 'delete'
       const key = ph.keySet.name(keyIndex)

@@ -32,7 +32,7 @@ test('validate prints the plan; a bad spec exits 2 naming the field', async () =
   const good = await cli(['validate', SMOKE])
   expect(good.code).toBe(0)
   expect(good.stdout).toContain('smoke.yaml: valid')
-  expect(good.stdout).toContain('phase 2 zipf: 2 s at 300 req/s = 600 requests, starts at 2 s')
+  expect(good.stdout).toContain('phase 3 zipf: 2 s at 300 req/s = 600 requests, starts at 2.5 s')
   expect(good.stdout).toMatch(/top keys: key-0 26\.\d\d%/)
 
   const file = path.join(dir, 'bad.yaml')
@@ -46,19 +46,19 @@ test('generate writes the payload, all phases or selected ones', async () => {
   const out = path.join(dir, 'payload.txt')
   const all = await cli(['generate', SMOKE, '-o', out])
   expect(all.code).toBe(0)
-  expect(all.stderr).toBe(`wrote 1400 requests to ${out}\n`)
+  expect(all.stderr).toBe(`wrote 1450 requests to ${out}\n`)
   const parsed = parsePayload(fs.readFileSync(out, 'utf8'))
-  expect(parsed.requests).toHaveLength(1400)
-  expect(parsed.phases.map((p) => p.name)).toEqual(['uniform', 'zipf', 'hot'])
+  expect(parsed.requests).toHaveLength(1450)
+  expect(parsed.phases.map((p) => p.name)).toEqual(['preload', 'uniform', 'zipf', 'hot'])
 
   const one = await cli(['generate', SMOKE, '--phase', 'zipf'])
   expect(one.code).toBe(0)
   expect(parsePayload(one.stdout).phases.map((p) => p.name)).toEqual(['zipf'])
-  expect(parsePayload(one.stdout).requests).toEqual(parsed.requests.filter((r) => r.phase === 1).map((r) => ({ ...r, phase: 0 })))
+  expect(parsePayload(one.stdout).requests).toEqual(parsed.requests.filter((r) => r.phase === 2).map((r) => ({ ...r, phase: 0 })))
 
   const missing = await cli(['generate', SMOKE, '--phase', 'nope'])
   expect(missing.code).toBe(2)
-  expect(missing.stderr).toContain('--phase nope: no such phase (have 0:uniform, 1:zipf, 2:hot)')
+  expect(missing.stderr).toContain('--phase nope: no such phase (have 0:preload, 1:uniform, 2:zipf, 3:hot)')
 })
 
 test('run prints the summary table and writes the JSON result file', async () => {

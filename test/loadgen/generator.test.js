@@ -61,6 +61,12 @@ describe('generate', () => {
     expect([...w.requests(1)][0].path).toMatch(/^\/compute\?key=key-\d+&n=10$/)
   })
 
+  test('sequential visits every key in order, e.g. to preload a KV store', () => {
+    const w = generate({ seed: 1, phases: [{ duration: 1, rate: 25, keys: { count: 10 }, distribution: 'sequential', mix: { set: 1 } }] })
+    const keys = [...w.requests(0)].map((r) => r.key)
+    expect(keys).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4].map((i) => `key-${i}`))
+  })
+
   test('keys are URL-encoded in the path', () => {
     const w = generate({ seed: 1, phases: [{ duration: 1, rate: 50, keys: ['a b', 'x/y&z', 'ü'] }] })
     const paths = new Set([...w.requests(0)].map((r) => r.path))

@@ -28,7 +28,7 @@ describe('validateSpec: a malformed spec names the field and what was expected',
     ['rate as string', { phases: [{ duration: 1, rate: 'fast' }] }, 'phases[0].rate: expected a request rate in req/s, > 0 and <= 1000000, got "fast"'],
     ['too few requests', { phases: [{ duration: '10ms', rate: 1 }] }, 'phases[0].rate: duration × rate gives 0 requests'],
     ['typo field', { phases: [{ duration: 1, rate: 1, distrbution: 'uniform' }] }, 'phases[0].distrbution: unknown field (expected one of: name, duration, rate, keys, distribution, hot, mix, value, path, contentType)'],
-    ['unknown distribution', { phases: [{ duration: 1, rate: 1, distribution: 'pareto' }] }, 'phases[0].distribution.type: expected one of uniform, normal, poisson, exponential, binomial, zipf, weights, custom, got "pareto"'],
+    ['unknown distribution', { phases: [{ duration: 1, rate: 1, distribution: 'pareto' }] }, 'phases[0].distribution.type: expected one of uniform, sequential, normal, poisson, exponential, binomial, zipf, weights, custom, got "pareto"'],
     ['normal without sd', { phases: [{ duration: 1, rate: 1, distribution: { type: 'normal', mean: 3 } }] }, 'phases[0].distribution.sd: expected a standard deviation in keys, > 0 (normal needs sd), got nothing'],
     ['poisson lambda 0', { phases: [{ duration: 1, rate: 1, distribution: { type: 'poisson', lambda: 0 } }] }, 'phases[0].distribution.lambda: expected a mean key index lambda > 0'],
     ['binomial p > 1', { phases: [{ duration: 1, rate: 1, distribution: { type: 'binomial', p: 1.5 } }] }, 'phases[0].distribution.p: expected a probability in [0, 1] (binomial needs p), got 1.5'],
@@ -47,6 +47,7 @@ describe('validateSpec: a malformed spec names the field and what was expected',
     ['key with a tab', { phases: [{ duration: 1, rate: 1, keys: ['a\tb'] }] }, 'phases[0].keys.list[0]: expected a non-empty string of at most 1024 characters without control characters'],
     ['key length too short for the index', { phases: [{ duration: 1, rate: 1, keys: { count: 1000, prefix: 'user:', length: { min: 3, max: 6 } } }] }, 'phases[0].keys.length.max: expected >= 8'],
     ['bad seed', { seed: -1, ...ok }, 'seed: expected an integer in [0, 2^32) or a non-empty string, got -1'],
+    ['hot keys on sequential', { defaults: { hot: { keys: [0], share: 0.5 } }, phases: [{ duration: 1, rate: 1, distribution: 'sequential' }] }, 'phases[0].hot: hot keys do not apply to a sequential distribution (it visits every key in turn); set hot: null (inherited from defaults.hot)'],
     ['duplicate phase names', { phases: [{ name: 'a', duration: 1, rate: 1 }, { name: 'a', duration: 1, rate: 1 }] }, 'phases[1].name: duplicate phase name "a" (also phases[0])']
   ])('%s', (_, spec, expected) => {
     expect(problemsOf(spec).message).toContain(expected)
