@@ -71,7 +71,7 @@ function createFrontend (options = {}) {
   data.get('/metrics', async (req, res) => {
     res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics())
   })
-  data.all('/{*rest}', createProxyHandler({ table, forwarder, metrics, bufferLimit: opts.bufferLimit, logger: log }))
+  data.use(createProxyHandler({ table, forwarder, metrics, bufferLimit: opts.bufferLimit, logger: log }))
   data.use((err, req, res, next) => {
     metrics.errors.inc({ code: toHttpBody(err).error.code })
     if (statusOf(err) >= 500) log.warn({ err: { code: err.code, message: err.message }, path: req.path }, 'request failed')

@@ -1,6 +1,5 @@
 'use strict'
 
-const { pipeline } = require('node:stream/promises')
 const { sliceKey } = require('../core/keyspace')
 const {
   MissingKeyError, NoAssignmentError, UpstreamUnreachableError, UpstreamUnavailableError,
@@ -105,13 +104,19 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFr
     }
     res.setHeader('X-Served-By', owner)
     res.setHeader('X-Chopper-Generation', String(table.generation))
-    try {
-      await pipeline(upstream.body, res)
-    } finally {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9
-      metrics.requests.inc({ code: String(upstream.statusCode) })
-      metrics.duration.observe(seconds)
-    }
+    // Plain pipe, not stream.pipeline: pipeline allocates an AbortSignal (and a
+    // DOMException) per call, which showed up at ~5% of a front end's CPU profile.
+    const { body: upstreamBody, statusCode } = upstream
+    upstreamBody.once('error', (err) => {
+      logger.warn({ server: owner, err: { code: err.code, message: err.message } }, 'upstream body failed mid-stream')
+      res.destroy(err)
+    })
+    res.once('close', () => {
+      if (!res.writableFinished) upstreamBody.destroy()
+      metrics.requests.inc({ code: String(statusCode) })
+      metrics.duration.observe(Number(process.hrtime.bigint() - started) / 1e9)
+    })
+    upstreamBody.pipe(res)
   }
 }
 
