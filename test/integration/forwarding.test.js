@@ -1,0 +1,67 @@
+'use strict'
+
+const express = require('express')
+const { createFrontend } = require('../../frontend')
+const { createAppServer } = require('../../appserver-lib')
+const { KEYSPACE_SIZE } = require('../../core/keyspace')
+const { call, putJson } = require('../helpers/http')
+
+/** An app that echoes what it received, so forwarding can be checked byte for byte. */
+function echoApp () {
+  const app = express.Router()
+  app.all('/{*rest}', async (req, res) => {
+    let bytes = 0
+    let sum = 0
+    for await (const chunk of req) { bytes += chunk.length; for (const b of chunk) sum = (sum + b) % 65521 }
+    res.setHeader('x-echo-custom', String(req.headers['x-custom'] || ''))
+    res.status(201).json({ method: req.method, url: req.originalUrl, bytes, sum, generation: req.headers['x-chopper-generation'], host: req.headers['x-forwarded-host'] })
+  })
+  return app
+}
+
+describe('front-end forwarding', () => {
+  const closers = []
+  afterEach(async () => { for (const c of closers.splice(0).reverse()) await c() })
+
+  async function setup (frontendOptions = {}) {
+    const server = createAppServer({ id: 'echo', app: echoApp() })
+    await server.start()
+    closers.push(() => server.close())
+    const fe = createFrontend({ bufferLimit: 1024, ...frontendOptions })
+    await fe.start()
+    closers.push(() => fe.close())
+    const assignment = { generation: 4, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['echo'] }], servers: { echo: { url: server.urls.url } } }
+    expect((await putJson(`${fe.urls.controlUrl}/v1/assignment`, assignment)).status).toBe(200)
+    expect((await putJson(`${server.urls.controlUrl}/v1/assignment`, assignment)).status).toBe(200)
+    return { fe, server }
+  }
+
+  for (const forwarder of ['undici', 'axios']) {
+    test(`${forwarder}: forwards method, path, query, headers and a body, small (buffered) and large (streamed)`, async () => {
+      const { fe } = await setup({ forwarder })
+      for (const size of [10, 300000]) {
+        const body = Buffer.alloc(size, 7)
+        const r = await call(`${fe.urls.url}/some/path?key=k1&x=y%20z`, { method: 'POST', headers: { 'x-custom': 'hello', 'content-type': 'application/octet-stream' }, body })
+        expect(r.status).toBe(201)
+        expect(r.body).toMatchObject({ method: 'POST', url: '/some/path?key=k1&x=y%20z', bytes: size, sum: (size * 7) % 65521, generation: '4' })
+        expect(r.headers['x-echo-custom']).toBe('hello')
+        expect(r.headers['x-served-by']).toBe('echo')
+        expect(r.headers['x-chopper-generation']).toBe('4')
+      }
+      const h = await call(`${fe.urls.url}/p`, { headers: { 'x-chopper-key': 'k2' } })
+      expect(h.status).toBe(201)
+    })
+  }
+
+  test('front-end /healthz is 503 until an assignment arrives; /metrics is Prometheus text', async () => {
+    const fe = createFrontend()
+    await fe.start()
+    closers.push(() => fe.close())
+    expect((await call(`${fe.urls.url}/healthz`)).status).toBe(503)
+    const r = await call(`${fe.urls.url}/x?key=a`)
+    expect(r.status).toBe(503)
+    expect(r.body.error.code).toBe('CHOPPER_ERR_NO_ASSIGNMENT')
+    const m = await call(`${fe.urls.url}/metrics`)
+    expect(m.body).toMatch(/chopper_frontend_errors_total\{code="CHOPPER_ERR_NO_ASSIGNMENT"\} 1/)
+  })
+})
