@@ -10,6 +10,7 @@ const { KvService } = require('./kv-service')
 const { createRoutes } = require('./routes')
 const { spawnRedis, startDynalite } = require('./embedded')
 const { componentLogger, silent } = require('../../core/logger')
+const { createCapacity } = require('../capacity')
 
 /**
  * The KV-cache app (paper 4.2 and 6.1): Redis as a per-server look-aside
@@ -21,7 +22,9 @@ const { componentLogger, silent } = require('../../core/logger')
  * that is because the binary is missing).
  *
  * @param {object} [options] see `defaults` in ./options.js
- * @returns {Promise<{ app, onAcquire, onRelease, close, cache: { backend, url }, service }>}
+ * With `capacity: { mode: 'model' }` every request also occupies this server's
+ * modelled FIFO queue for a hit's, miss's or write's time (apps/capacity.js).
+ * @returns {Promise<{ app, onAcquire, onRelease, close, cache: { backend, url }, service, capacity }>}
  *   the app contract appserver-lib hosts
  */
 async function create (options = {}) {
@@ -48,11 +51,14 @@ async function create (options = {}) {
     metrics.backend.set({ backend: cache.backend }, 1)
     const service = new KvService({ store, cache, metrics, logger: log })
     closers.push(() => service.settle())
+    const capacity = createCapacity(o.capacity)
+    closers.push(() => capacity.close())
     log.info({ table: o.table, dynamoEndpoint: o.dynamoEndpoint || 'aws', cache: cache.backend, redisUrl: redact(cache.url) }, 'kv-cache ready')
 
     let closed = false
     return {
-      app: createRoutes({ service, maxValueBytes: o.maxValueBytes, logger: log }),
+      app: createRoutes({ service, maxValueBytes: o.maxValueBytes, capacity, logger: log }),
+      capacity,
       onAcquire: (ranges) => service.onAcquire(ranges),
       onRelease: (ranges) => service.onRelease(ranges),
       cache: { backend: cache.backend, url: cache.url },

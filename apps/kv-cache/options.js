@@ -4,6 +4,7 @@ const { Registry } = require('prom-client')
 const { InvalidArgumentError } = require('../../core/errors')
 const { ENV } = require('../../core/settings')
 const { silent } = require('../../core/logger')
+const { resolveCapacityOptions } = require('../capacity')
 
 const fromEnv = (key) => Object.values(ENV.kvCache).find((s) => s.key === key).default
 
@@ -27,6 +28,7 @@ const defaults = Object.freeze({
   redisTimeoutMs: 500, // per Redis command; past it the request falls back to DynamoDB
   dynamoTimeoutMs: 3000, // per DynamoDB HTTP attempt (the SDK retries up to 3 times)
   serverId: 'kv', // used in log lines and the Redis key namespace
+  capacity: undefined, // apps/capacity.js options; undefined = { mode: 'cpu' }: no modelled service time
   registry: undefined, // prom-client Registry; a private one when absent
   logger: silent
 })
@@ -60,6 +62,7 @@ function resolveOptions (options = {}) {
   if (typeof o.serverId !== 'string' || !/^[A-Za-z0-9._-]+$/.test(o.serverId)) fail('serverId', 'a non-empty string of [A-Za-z0-9._-]')
   if (o.registry !== undefined && !(o.registry instanceof Registry)) fail('registry', 'a prom-client Registry')
   if (!o.logger || typeof o.logger.child !== 'function') fail('logger', 'a pino logger')
+  o.capacity = resolveCapacityOptions(o.capacity)
   return o
 }
 

@@ -3,6 +3,7 @@
 const express = require('express')
 const { sliceKey } = require('../../core/keyspace')
 const { jsonErrorHandler } = require('../../core/http')
+const { kvServiceMs } = require('../capacity')
 const { defaultKeyFrom } = require('../../appserver-lib/middleware')
 const {
   InvalidArgumentError,
@@ -22,10 +23,15 @@ const DEFAULT_CONTENT_TYPE = 'application/octet-stream'
  * same precedence as appserver-lib's shard guard, which normally runs first
  * and sets req.sliceKey). The value is the PUT body, stored byte for byte with
  * its Content-Type and returned as such.
- * @param {{ service: import('./kv-service').KvService, maxValueBytes: number, logger }} options
+ * With a modelled capacity, the real work is done on arrival and its modelled
+ * cost is then charged in FIFO order before the response leaves.
+ * @param {{ service: import('./kv-service').KvService, maxValueBytes: number, capacity?: ReturnType<import('../capacity').createCapacity>, logger }} options
  */
-function createRoutes ({ service, maxValueBytes, logger }) {
+function createRoutes ({ service, maxValueBytes, capacity, logger }) {
   const router = express.Router()
+  const charge = capacity && capacity.modelled
+    ? (outcome) => capacity.serve(kvServiceMs(outcome, capacity.options))
+    : async () => {}
   const tooLarge = (n) => new PayloadTooLargeError(`value too large${Number.isFinite(n) ? ` (${n} bytes)` : ''}: the limit (maxValueBytes) is ${maxValueBytes} bytes`)
 
   const readBody = express.raw({ type: () => true, limit: maxValueBytes })
@@ -41,6 +47,7 @@ function createRoutes ({ service, maxValueBytes, logger }) {
     .get(async (req, res) => {
       const { key, slice } = keyOf(req)
       const item = await service.get(key, slice)
+      await charge(item && item.cached ? 'hit' : 'miss')
       if (!item) throw new NotFoundError(`no value for key ${JSON.stringify(key)}`)
       res.status(200)
       res.setHeader('Content-Type', item.contentType)
@@ -66,11 +73,13 @@ function createRoutes ({ service, maxValueBytes, logger }) {
         }
       }
       await service.put(key, slice, value, contentType)
+      await charge('write')
       res.status(204).end()
     })
     .delete(async (req, res) => {
       const { key, slice } = keyOf(req)
       await service.delete(key, slice)
+      await charge('write')
       res.status(204).end()
     })
     .all((req, res, next) => {
