@@ -1,6 +1,7 @@
 'use strict'
 
 const { InvalidArgumentError } = require('../core/errors')
+const { createAppServer } = require('../appserver-lib')
 
 /** The apps appserver-lib hosts here, loaded lazily (kv-cache pulls in the AWS SDK). */
 const APPS = Object.freeze({
@@ -24,4 +25,35 @@ async function prepareShared (appModule, options) {
   return appModule.prepareCluster(options)
 }
 
-module.exports = { APPS, loadApp, prepareShared }
+/**
+ * Create an app instance and host it behind appserver-lib; start both.
+ * @param {object} appModule from loadApp()
+ * @param {{ id, appOptions?, registry, logger, ...serverOptions }} options
+ *   serverOptions go to createAppServer (controllerUrl, host, port, ...)
+ * @returns {Promise<{ id, url, controlUrl, server, instance, close }>}
+ */
+async function startApp (appModule, { id, appOptions = {}, registry, logger, ...serverOptions }) {
+  const instance = await appModule.create({ ...appOptions, serverId: id, registry, logger })
+  const server = createAppServer({
+    ...serverOptions,
+    id,
+    app: instance.app,
+    onAcquire: instance.onAcquire,
+    onRelease: instance.onRelease,
+    registry,
+    logger
+  })
+  const close = async () => {
+    await server.close()
+    if (instance.close) await instance.close()
+  }
+  try {
+    const urls = await server.start()
+    return { id, ...urls, server, instance, close }
+  } catch (err) {
+    await close()
+    throw err
+  }
+}
+
+module.exports = { APPS, loadApp, prepareShared, startApp }

@@ -3,8 +3,7 @@
 const { Registry } = require('prom-client')
 const { createController } = require('../controller')
 const { createFrontend } = require('../frontend')
-const { createAppServer } = require('../appserver-lib')
-const { loadApp, prepareShared } = require('../apps')
+const { loadApp, prepareShared, startApp } = require('../apps')
 const { InvalidArgumentError } = require('../core/errors')
 const { silent } = require('../core/logger')
 const { pollUntil } = require('../core/poll')
@@ -58,23 +57,17 @@ async function startLocalCluster (options = {}) {
     const servers = []
     for (let i = 1; i <= opts.servers; i++) {
       const id = `app-${i}`
-      const registry = new Registry()
-      const instance = await appModule.create({ ...appOptions, serverId: id, registry, logger: log.child({ serverId: id }) })
-      if (instance.close) closers.push(() => instance.close())
-      const server = createAppServer({
+      const started = await startApp(appModule, {
         id,
-        app: instance.app,
-        onAcquire: instance.onAcquire,
-        onRelease: instance.onRelease,
-        registry,
+        appOptions,
+        registry: new Registry(),
+        logger: log.child({ serverId: id }),
         controllerUrl,
         host: opts.host,
-        advertiseHost: opts.host,
-        logger: log
+        advertiseHost: opts.host
       })
-      const urls = await server.start()
-      closers.push(() => server.close())
-      servers.push({ id, ...urls, server, instance })
+      closers.push(() => started.close())
+      servers.push(started)
     }
 
     const frontends = []

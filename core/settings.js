@@ -1,5 +1,7 @@
 'use strict'
 
+const { InvalidArgumentError } = require('./errors')
+
 /**
  * Every environment variable each component's entry point reads, with its
  * default, in one visible place. The bin/ entry points read through
@@ -57,13 +59,13 @@ const ENV = Object.freeze({
 
 /**
  * Read one component's settings from an environment object.
- * Throws a TypeError naming the variable when a value does not parse.
+ * Throws InvalidArgumentError naming the variable when a value does not parse.
  * @param {'controller'|'frontend'|'appserver'|'kvCache'} component
  * @param {Record<string,string|undefined>} env
  */
 function readEnv (component, env = process.env) {
   const spec = ENV[component]
-  if (!spec) throw new TypeError(`unknown component ${component}`)
+  if (!spec) throw new InvalidArgumentError(`unknown component ${component}`)
   const out = {}
   for (const [name, { key, default: dflt, parse }] of Object.entries(spec)) {
     const raw = env[name]
@@ -72,7 +74,7 @@ function readEnv (component, env = process.env) {
       continue
     }
     const v = parse(raw)
-    if (Number.isNaN(v)) throw new TypeError(`environment variable ${name} must be a non-negative integer, got ${JSON.stringify(raw)}`)
+    if (Number.isNaN(v)) throw new InvalidArgumentError(`environment variable ${name} must be a non-negative integer, got ${JSON.stringify(raw)}`)
     out[key] = v
   }
   return out
