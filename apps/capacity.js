@@ -146,6 +146,7 @@ class FifoServer {
     while (this.head < this.queue.length) this.queue[this.head++].resolve({ waitMs: 0, serviceMs: 0, flushed: true })
     this.queue = []
     this.head = 0
+    this.lastFinish = 0
   }
 }
 

@@ -1,0 +1,103 @@
+'use strict'
+
+const os = require('node:os')
+const loadgen = require('../../loadgen')
+const { CONTENDER_NAMES, CONTENDERS, startContender } = require('./contenders')
+const { contenderMetrics, cacheCounters, ratios } = require('./metrics')
+const { scaleWorkload, preloadWorkload } = require('./scenario')
+const { haproxyVersion } = require('./haproxy-process')
+const { InvalidArgumentError } = require('../../core/errors')
+const { silent } = require('../../core/logger')
+
+/** Every option of runScenario and its default. */
+const defaults = Object.freeze({
+  contenders: CONTENDER_NAMES, // run order
+  timeScale: 1, // multiplies every phase duration
+  logger: silent,
+  onProgress: () => {} // (line: string) => void, for the CLI
+})
+
+/**
+ * Run one scenario against each contender in turn: same seeded workload,
+ * fresh app servers each time, then the metrics and the ratios to Chopper.
+ * A contender that fails to start or run is recorded with its error and the
+ * others still run.
+ * @param {{ name, experiment, workload, file? }} scenario from loadScenario / validateScenario
+ * @param {Partial<typeof defaults>} [options]
+ * @returns {Promise<object>} the scenario result (see README "Result JSON")
+ */
+async function runScenario (scenario, options = {}) {
+  const o = { ...defaults, ...options }
+  if (!Array.isArray(o.contenders) || o.contenders.length === 0 || o.contenders.some((c) => !CONTENDER_NAMES.includes(c))) {
+    throw new InvalidArgumentError(`invalid contenders: expected a non-empty list of ${CONTENDER_NAMES.join(', ')}`)
+  }
+  const { experiment } = scenario
+  const workload = scaleWorkload(scenario.workload, o.timeScale)
+  const startedAt = new Date()
+  const contenders = []
+  for (const name of o.contenders) {
+    o.onProgress(`${scenario.name}: ${name} ...`)
+    const entry = { name, ...CONTENDERS[name], ok: false }
+    try {
+      Object.assign(entry, await runContender(name, experiment, workload, o.logger), { ok: true })
+      o.onProgress(`${scenario.name}: ${name}: ${entry.throughput.achievedRate} req/s, p50 ${entry.latencyMs.p50} ms, p90 ${entry.latencyMs.p90} ms, p99 ${entry.latencyMs.p99} ms, imbalance ${entry.imbalance.mean}, affinity ${entry.affinity}${entry.cache ? `, hit rate ${entry.cache.hitRate}` : ''}, errors ${entry.throughput.errors}${entry.client.heldRate ? '' : ' (client could not hold the rate)'}`)
+    } catch (err) {
+      entry.error = { code: err.code, message: err.message }
+      o.onProgress(`${scenario.name}: ${name} FAILED: ${err.message}`)
+    }
+    contenders.push(entry)
+  }
+  const base = contenders.find((c) => c.name === 'chopper' && c.ok)
+  for (const c of contenders) c.vsChopper = base && c.ok ? ratios(c, base) : null
+  return {
+    scenario: scenario.name,
+    title: experiment.title,
+    file: scenario.file,
+    experiment,
+    workload: { name: workload.name, seed: workload.seed, phases: workload.phases.map((p) => ({ name: p.name, duration: p.duration, rate: p.rate, keys: p.keys, distribution: p.distribution, hot: p.hot, mix: p.mix })) },
+    timeScale: o.timeScale,
+    startedAt: startedAt.toISOString(),
+    wallS: Math.round((Date.now() - startedAt) / 1000),
+    contenders
+  }
+}
+
+async function runContender (name, experiment, workload, logger) {
+  const sut = await startContender(name, experiment, { logger })
+  try {
+    const runOptions = { target: sut.target, servers: sut.serverIds, connections: experiment.connections, maxInFlight: 8192, timeoutMs: experiment.timeoutMs, windowMs: experiment.periodMs, logger }
+    let preload = null
+    if (experiment.preload) {
+      const p = await loadgen.run(preloadWorkload(workload, experiment.preloadRate), { ...runOptions, perKey: false })
+      preload = { requests: p.totals.scheduled, errors: p.totals.errorCount }
+      if (p.totals.errorCount > 0) throw new InvalidArgumentError(`preload failed: ${p.totals.errorCount} of ${p.totals.scheduled} writes failed (${JSON.stringify(p.totals.status)})`)
+    }
+    const before = await cacheCounters(sut.servers)
+    const roundsBefore = sut.controller ? sut.controller.status().rounds.map((x) => x.round) : []
+    const runStartedAt = Date.now()
+    const r = await loadgen.run(workload, runOptions)
+    const after = await cacheCounters(sut.servers)
+    const seen = new Set(roundsBefore)
+    const rounds = sut.controller ? sut.controller.status().rounds.filter((x) => !seen.has(x.round) && x.at <= runStartedAt + r.wallMs) : null
+    const cache = after && { hits: after.hits - before.hits, misses: after.misses - before.misses }
+    const m = contenderMetrics(r, { experiment, rounds, cache, runStartedAt })
+    return { preload, haproxyConfig: sut.haproxy ? sut.haproxy.config : undefined, ...m }
+  } finally {
+    // Requests still queued at a modelled server (their clients timed out) would hold close() open.
+    for (const s of sut.servers) if (s.instance && s.instance.capacity) s.instance.capacity.close()
+    await sut.close()
+  }
+}
+
+/** Where and with what the figures were measured. */
+function environment () {
+  return {
+    node: process.version,
+    platform: `${os.type()} ${os.release()} ${os.arch()}`,
+    cpus: os.cpus().length,
+    cpuModel: (os.cpus()[0] || {}).model,
+    haproxy: haproxyVersion()
+  }
+}
+
+module.exports = { runScenario, environment, defaults }

@@ -1,0 +1,172 @@
+'use strict'
+
+const hdr = require('hdr-histogram-js')
+
+/** Percentiles of the latency curves in the report (x axis: 1 / (1 - p), as in HdrHistogram plots). */
+const CURVE_PERCENTILES = Object.freeze([0, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99, 100])
+
+const round = (x, d = 4) => (x === null || x === undefined || !Number.isFinite(x) ? null : Math.round(x * 10 ** d) / 10 ** d)
+
+/** Latency at each of CURVE_PERCENTILES (ms) from a loadgen base64 histogram (µs). */
+function percentileCurve (base64) {
+  if (!base64) return []
+  const h = hdr.decodeFromCompressedBase64(base64)
+  const max = h.maxValue
+  const out = CURVE_PERCENTILES.map((p) => ({ p, ms: round(Math.min(p === 100 ? max : h.getValueAtPercentile(p), max) / 1000, 3) }))
+  h.destroy()
+  return out
+}
+
+/**
+ * Affinity (issue 5): the share of each key's requests served by its usual
+ * server, i.e. the server that served most of them, per phase. Summed over
+ * keys, weighted by requests. 1 = every key always on one server.
+ * @param {{ servers: string[], counts: Record<string, number[]> }} table loadgen phase.keys
+ */
+function affinityOf (table) {
+  if (!table) return { usual: 0, total: 0 }
+  let usual = 0
+  let total = 0
+  const attributed = table.servers.map((s) => s !== '(none)')
+  for (const counts of Object.values(table.counts)) {
+    let max = 0
+    for (let i = 0; i < counts.length; i++) {
+      if (!attributed[i]) continue
+      total += counts[i]
+      if (counts[i] > max) max = counts[i]
+    }
+    usual += max
+  }
+  return { usual, total }
+}
+
+/**
+ * Periods after a phase change until the per-window imbalance is below
+ * `target` and stays there for `hold` windows (or until the phase ends).
+ * Windows are the loadgen's (windowMs = periodMs). null when it never happens
+ * within the phase.
+ */
+function recoveryPeriods (windows, phase, { periodMs, windowMs, target, hold = 2 }) {
+  const start = phase.startMs
+  const end = phase.startMs + phase.durationMs
+  const inPhase = windows.filter((w) => w.t * 1000 >= start && w.t * 1000 + windowMs <= end && w.imbalance !== null)
+  for (let i = 0; i < inPhase.length; i++) {
+    const run = inPhase.slice(i, i + hold)
+    if (run.every((w) => w.imbalance < target)) return round((inPhase[i].t * 1000 + windowMs - start) / periodMs, 2)
+  }
+  return null
+}
+
+/**
+ * Sum a counter across app servers' registries (0 when absent).
+ * @param {{ registry }[]} servers
+ * @param {string} name
+ */
+async function counterSum (servers, name) {
+  let sum = 0
+  for (const s of servers) {
+    const m = s.registry.getSingleMetric(name)
+    if (!m) continue
+    const v = await m.get()
+    for (const x of v.values) sum += x.value
+  }
+  return sum
+}
+
+/** Cache hit/miss counters of kv-cache servers (null for apps without a cache). */
+async function cacheCounters (servers) {
+  if (!servers.some((s) => s.registry.getSingleMetric('chopper_kv_cache_hits_total'))) return null
+  return { hits: await counterSum(servers, 'chopper_kv_cache_hits_total'), misses: await counterSum(servers, 'chopper_kv_cache_misses_total') }
+}
+
+/**
+ * Everything the report needs about one contender's run, from the loadgen
+ * result, the controller's round history and the app servers' counters.
+ * @param {object} r loadgen result
+ * @param {object} ctx
+ * @param {object} ctx.experiment normalised experiment block
+ * @param {object[]|null} ctx.rounds controller rounds during the run (null without a controller)
+ * @param {{ hits, misses }|null} ctx.cache counter deltas over the run
+ * @param {number} ctx.runStartedAt epoch ms of the loadgen's t0 (for round times)
+ */
+function contenderMetrics (r, { experiment, rounds, cache, runStartedAt }) {
+  const windowMs = r.options.windowMs
+  const lat = (l) => ({ p50: l.p50, p90: l.p90, p99: l.p99, 'p99.9': l['p99.9'], mean: l.mean, max: l.max })
+  let usual = 0
+  let total = 0
+  const phases = r.phases.map((p, i) => {
+    const a = affinityOf(p.keys)
+    usual += a.usual
+    total += a.total
+    const responses = Object.values(p.servers).reduce((x, y) => x + y, 0)
+    return {
+      name: p.name,
+      startS: p.startMs / 1000,
+      durationS: p.durationMs / 1000,
+      targetRate: p.targetRate,
+      achievedRate: p.achievedRate,
+      latencyMs: lat(p.latencyMs),
+      errors: p.errorCount,
+      errorRate: round(p.scheduled ? p.errorCount / p.scheduled : 0),
+      imbalance: p.imbalance,
+      meanImbalance: p.meanImbalance,
+      serverShare: Object.fromEntries(Object.entries(p.servers).map(([id, n]) => [id, round(responses ? n / responses : 0)])),
+      affinity: a.total ? round(a.usual / a.total) : null,
+      // The first phase measures convergence from the initial layout; later ones, recovery after a phase change.
+      recoveryPeriods: recoveryPeriods(r.windows, p, { periodMs: experiment.periodMs, windowMs, target: experiment.imbalanceTarget }),
+      sustained: p.achievedRate >= experiment.sustainedShare * p.targetRate && p.latencyMs.p99 !== null && p.latencyMs.p99 <= experiment.sloMs && p.errorCount <= 0.01 * p.scheduled,
+      lateShare: p.schedule.lateShare
+    }
+  })
+  const sustained = phases.filter((p) => p.sustained)
+  const churnRounds = rounds
+    ? rounds.map((x) => ({ round: x.round, t: round((x.at - runStartedAt) / 1000, 3), imbalance: round(x.imbalance), churnFraction: round(x.churnFraction, 6), changed: x.changed, slices: x.slices }))
+    : null
+  return {
+    latencyMs: lat(r.totals.latencyMs),
+    percentileCurve: percentileCurve(r.totals.histogram),
+    throughput: {
+      targetRate: r.totals.targetRate,
+      achievedRate: r.totals.achievedRate,
+      scheduled: r.totals.scheduled,
+      responses: r.totals.responses,
+      errors: r.totals.errorCount,
+      errorRate: round(r.totals.scheduled ? r.totals.errorCount / r.totals.scheduled : 0),
+      errorsByClass: r.totals.errors,
+      // rising: the best step that held the rate within the latency objective
+      maxSustainedRate: sustained.length ? Math.max(...sustained.map((p) => p.achievedRate)) : null
+    },
+    imbalance: {
+      mean: r.totals.meanImbalance,
+      series: r.windows.map((w) => ({ t: w.t, phase: w.phase, imbalance: w.imbalance, responses: w.responses, p99: w.latencyMs.p99 }))
+    },
+    churn: churnRounds && {
+      rounds: churnRounds,
+      meanFraction: churnRounds.length ? round(churnRounds.reduce((a, x) => a + x.churnFraction, 0) / churnRounds.length, 6) : 0,
+      maxFraction: churnRounds.length ? Math.max(...churnRounds.map((x) => x.churnFraction)) : 0
+    },
+    affinity: total ? round(usual / total) : null,
+    cache: cache && { ...cache, hitRate: cache.hits + cache.misses ? round(cache.hits / (cache.hits + cache.misses)) : null },
+    recovery: phases.slice(1).map((p) => ({ phase: p.name, periods: p.recoveryPeriods })),
+    phases,
+    client: { heldRate: r.client.heldRate, problems: r.client.problems, eventLoopUtilization: r.client.eventLoopUtilization, peakInFlight: r.client.peakInFlight }
+  }
+}
+
+/** contender ÷ base for each headline figure (null when either is missing or the base is 0). */
+function ratios (c, base) {
+  const div = (a, b) => (a === null || a === undefined || b === null || b === undefined || b === 0 ? null : round(a / b, 3))
+  return {
+    p50: div(c.latencyMs.p50, base.latencyMs.p50),
+    p90: div(c.latencyMs.p90, base.latencyMs.p90),
+    p99: div(c.latencyMs.p99, base.latencyMs.p99),
+    'p99.9': div(c.latencyMs['p99.9'], base.latencyMs['p99.9']),
+    achievedRate: div(c.throughput.achievedRate, base.throughput.achievedRate),
+    maxSustainedRate: div(c.throughput.maxSustainedRate, base.throughput.maxSustainedRate),
+    meanImbalance: div(c.imbalance.mean, base.imbalance.mean),
+    affinity: div(c.affinity, base.affinity),
+    hitRate: div(c.cache && c.cache.hitRate, base.cache && base.cache.hitRate)
+  }
+}
+
+module.exports = { CURVE_PERCENTILES, percentileCurve, affinityOf, recoveryPeriods, cacheCounters, contenderMetrics, ratios }

@@ -1,0 +1,202 @@
+'use strict'
+
+const { linePlot, COLORS, esc } = require('./svg')
+const { defaults: capacityDefaults } = require('../../apps/capacity')
+
+/** The paper's figures the scale factor is stated against (section 6). */
+const PAPER = Object.freeze({ kvRate: 3500, computeRate: 1600, servers: 3, periodS: 5, phaseS: 120 })
+
+const get = (doc, name) => doc.scenarios.find((s) => s.scenario === name)
+const contender = (s, name) => s && s.contenders.find((c) => c.name === name && c.ok)
+const num = (v, d = 2) => (v === null || v === undefined ? '–' : Number(v).toFixed(d).replace(/\.?0+$/, (z) => (z.startsWith('.') ? '' : z)))
+const ms = (v) => (v === null || v === undefined ? '–' : v >= 1000 ? `${(v / 1000).toFixed(2)} s` : `${v >= 10 ? v.toFixed(0) : v.toFixed(1)} ms`)
+const pct = (v) => (v === null || v === undefined ? '–' : `${(v * 100).toFixed(1)} %`)
+
+/**
+ * The issue's headline comparisons, where the run has the scenarios for them.
+ * @returns {{ id, label, value, goal, met, text }[]}
+ */
+function headline (doc) {
+  const out = []
+  const p90Ratio = (name, goal, paper) => {
+    const s = get(doc, name)
+    const ch = contender(s, 'consistent-hash')
+    const ch2 = contender(s, 'haproxy-ch')
+    const ours = contender(s, 'chopper')
+    if (!ch || !ours) return
+    const v = ch.latencyMs.p90 / ours.latencyMs.p90
+    out.push({
+      id: `${name}-p90`,
+      label: `${name}: p90 consistent hashing ÷ Chopper`,
+      value: round(v),
+      goal: `>= ${goal}`,
+      met: v >= goal,
+      text: `${round(v)}× (${ms(ch.latencyMs.p90)} ÷ ${ms(ours.latencyMs.p90)})${ch2 ? `; HAProxy consistent hash ÷ Chopper ${round(ch2.latencyMs.p90 / ours.latencyMs.p90)}×` : ''}; goal >= ${goal}×, paper ${paper}`
+    })
+  }
+  p90Ratio('5-compute-hot-keys', 100, '435× (3.51 s ÷ 8.07 ms)')
+  p90Ratio('1-kv-hot-keys', 100, '> 100×')
+  const s6 = get(doc, '6-compute-rising-rate')
+  const ours6 = contender(s6, 'chopper')
+  const ch6 = contender(s6, 'consistent-hash')
+  if (ours6 && ch6) {
+    const a = ours6.throughput.maxSustainedRate
+    const b = ch6.throughput.maxSustainedRate
+    const v = a !== null && b ? a / b : null
+    out.push({
+      id: 'max-throughput',
+      label: '6-compute-rising-rate: max sustained throughput Chopper ÷ consistent hashing',
+      value: v === null ? null : round(v),
+      goal: '>= 1.6',
+      met: v !== null ? v >= 1.6 : a !== null,
+      text: `${v === null ? 'n/a' : `${round(v)}×`} (${a ?? 'none'} ÷ ${b ?? 'none'} req/s sustained with p99 <= ${s6.experiment.sloMs} ms); goal >= 1.6×, paper "60 % or more"`
+    })
+  }
+  for (const name of ['1-kv-hot-keys', '5-compute-hot-keys']) {
+    const c = contender(get(doc, name), 'chopper')
+    if (!c || c.recovery.length === 0) continue
+    const periods = c.recovery.map((r) => r.periods)
+    const worst = periods.some((p) => p === null) ? null : Math.max(...periods)
+    out.push({
+      id: `${name}-recovery`,
+      label: `${name}: Chopper's periods to imbalance < ${get(doc, name).experiment.imbalanceTarget} after each phase change`,
+      value: periods,
+      goal: '<= 2',
+      met: worst !== null && worst <= 2,
+      text: `${periods.map((p) => (p === null ? 'never' : p)).join(', ')} periods of ${get(doc, name).experiment.periodMs} ms; goal <= 2, paper ~10 s = 2 periods of 5 s`
+    })
+  }
+  return out
+}
+
+const round = (v) => Math.round(v * 100) / 100
+
+function scaleNote (doc) {
+  const c = capacityDefaults
+  const kv = doc.scenarios.find((s) => s.experiment.app === 'kv-cache' && s.experiment.utilisation === 0.9)
+  const cp = doc.scenarios.find((s) => s.experiment.app === 'compute' && s.experiment.utilisation === 0.9)
+  const rate = (s) => s.workload.phases[0].rate
+  const parts = []
+  if (kv) parts.push(`KV: ${rate(kv)} req/s here for the paper's ${PAPER.kvRate} req/s (scale ${(PAPER.kvRate / rate(kv)).toFixed(1)}×)`)
+  if (cp) parts.push(`compute: ${rate(cp)} req/s for the paper's ${PAPER.computeRate} req/s (scale ${(PAPER.computeRate / rate(cp)).toFixed(1)}×)`)
+  const period = doc.scenarios[0] && doc.scenarios[0].experiment.periodMs
+  return `<p><b>Capacity model</b> (apps/capacity.js, <code>mode: model</code>): each app server is a FIFO single-server queue whose service time is completed on a timer, so three servers on this ${doc.environment.cpus}-core machine do not borrow each other's CPU. Compute: n²/10⁶ × ${c.computeMsPerMillionOps} ms (n = 1000: ${c.computeMsPerMillionOps} ms, ${Math.round(1000 / c.computeMsPerMillionOps)} req/s per server). KV: cache hit ${c.kvHitMs} ms; miss or write ${c.kvHitMs + c.kvStoreMs} ms (hit + ${c.kvStoreMs} ms store latency); the real cache and in-process DynamoDB (dynalite) still decide hit or miss. Three servers: ~750 req/s for the paper's mixes. <b>Scale factor</b>: ${parts.join('; ')}. <b>Time</b>: balancing period ${period} ms for the paper's ${PAPER.periodS} s, phases scaled by the same factor (the paper: ${PAPER.phaseS} s phases)${doc.scenarios[0] && doc.scenarios[0].timeScale !== 1 ? `, then × ${doc.scenarios[0].timeScale} (--time-scale)` : ''}.</p>`
+}
+
+function summaryTable (s) {
+  const rows = s.contenders.map((c) => {
+    if (!c.ok) return `<tr><td>${esc(c.label)}</td><td colspan="13">failed: ${esc(c.error && c.error.message)}</td></tr>`
+    const r = c.vsChopper || {}
+    const rec = c.recovery.map((x) => (x.periods === null ? '∞' : num(x.periods, 1))).join(', ')
+    const churn = c.churn ? pct(c.churn.meanFraction) : 'n/a'
+    const ratio = (k) => (r[k] === null || r[k] === undefined ? '–' : `${num(r[k], 2)}×`)
+    return `<tr${c.client.heldRate ? '' : ' class="warn" title="the load generator could not hold the rate"'}><td style="color:${COLORS[c.name]}"><b>${esc(c.label)}</b></td>` +
+      `<td>${num(c.throughput.achievedRate, 0)} / ${num(c.throughput.targetRate, 0)}</td><td>${c.throughput.errors}</td>` +
+      `<td>${ms(c.latencyMs.p50)}</td><td>${ms(c.latencyMs.p90)}</td><td>${ms(c.latencyMs.p99)}</td><td>${ms(c.latencyMs['p99.9'])}</td>` +
+      `<td>${num(c.imbalance.mean, 2)}</td><td>${rec || '–'}</td><td>${churn}</td><td>${pct(c.affinity)}</td><td>${c.cache ? pct(c.cache.hitRate) : 'n/a'}</td>` +
+      (s.experiment.kind === 'rising' ? `<td>${c.throughput.maxSustainedRate ?? 'none'}</td>` : '') +
+      `<td>${ratio('p50')} / ${ratio('p90')} / ${ratio('p99')}</td></tr>`
+  })
+  return `<table><tr><th>contender</th><th>achieved / offered req/s</th><th>errors</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>mean imbalance</th><th>periods to &lt; ${s.experiment.imbalanceTarget} after each change</th><th>mean churn / round</th><th>affinity</th><th>hit rate</th>${s.experiment.kind === 'rising' ? '<th>max sustained req/s</th>' : ''}<th>÷ Chopper p50 / p90 / p99</th></tr>${rows.join('')}</table>`
+}
+
+function curvePlot (s) {
+  const xt = [0, 50, 90, 99, 99.9, 99.99].map((p) => ({ at: -Math.log10(1 - p / 100 + 1e-9), label: `p${p}` }))
+  return linePlot({
+    title: 'Latency by percentile',
+    series: s.contenders.filter((c) => c.ok).map((c) => ({ name: c.name, label: c.label, points: c.percentileCurve.filter((q) => q.p < 100).map((q) => [-Math.log10(1 - q.p / 100), q.ms]) })),
+    xLabel: 'percentile',
+    yLabel: 'latency (ms, log)',
+    logY: true,
+    xTicks: xt
+  })
+}
+
+function imbalancePlot (s) {
+  const first = s.contenders.find((c) => c.ok)
+  if (!first) return ''
+  const phases = first.phases
+  const end = phases.length ? phases[phases.length - 1].startS + phases[phases.length - 1].durationS : 0
+  return linePlot({
+    title: 'Imbalance (max ÷ mean requests per server) per period',
+    series: s.contenders.filter((c) => c.ok).map((c) => ({ name: c.name, label: c.label, points: c.imbalance.series.filter((w) => w.imbalance !== null && w.t < end).map((w) => [w.t, w.imbalance]) })),
+    xLabel: 'time (s); dashed lines: phase changes',
+    yLabel: 'imbalance',
+    vlines: phases.map((p, i) => ({ x: p.startS, label: i === 0 ? '' : p.name })).slice(1),
+    hlines: [{ y: s.experiment.imbalanceTarget, label: String(s.experiment.imbalanceTarget) }],
+    yRange: [1, s.experiment.servers]
+  })
+}
+
+function throughputPlot (s) {
+  const series = []
+  for (const c of s.contenders.filter((x) => x.ok)) {
+    series.push({ name: c.name, label: `${c.label} p99`, points: c.phases.map((p) => [p.targetRate, p.latencyMs.p99]) })
+  }
+  return linePlot({
+    title: 'Throughput vs latency: p99 of each rate step',
+    series,
+    xLabel: 'offered rate (req/s) per step',
+    yLabel: 'p99 latency (ms, log)',
+    logY: true,
+    hlines: [{ y: s.experiment.sloMs, label: `SLO ${s.experiment.sloMs} ms` }]
+  })
+}
+
+function stepTable (s) {
+  const ok = s.contenders.filter((c) => c.ok)
+  const head = ok.map((c) => `<th style="color:${COLORS[c.name]}">${esc(c.label)}<br>achieved, p99</th>`).join('')
+  const rows = ok[0].phases.map((p, i) => `<tr><td>${esc(p.name)} (${p.targetRate} req/s)</td>${ok.map((c) => {
+    const q = c.phases[i]
+    return `<td${q.sustained ? '' : ' class="warn"'}>${num(q.achievedRate, 0)}, ${ms(q.latencyMs.p99)}</td>`
+  }).join('')}</tr>`)
+  return `<table><tr><th>step</th>${head}</tr>${rows.join('')}</table><p class="note">Shaded: not sustained (less than ${s.experiment.sustainedShare * 100} % of the offered rate completed in the step, or p99 above ${s.experiment.sloMs} ms, or more than 1 % errors).</p>`
+}
+
+function scenarioSection (s) {
+  const e = s.experiment
+  const problems = s.contenders.filter((c) => c.ok && !c.client.heldRate).map((c) => `<li>${esc(c.label)}: ${esc(c.client.problems.join(' '))}</li>`)
+  return `<section id="${esc(s.scenario)}"><h2>${esc(s.scenario)}: ${esc(e.title)}</h2>
+<p>App <code>${esc(e.app)}</code>, ${e.servers} app servers, ${e.frontends} front end(s), balancing period ${e.periodMs} ms${e.utilisation ? `, ~${Math.round(e.utilisation * 100)} % of the modelled capacity` : ''}. Phases: ${s.workload.phases.map((p) => `${esc(p.name)} ${num(p.duration, 1)} s @ ${p.rate} req/s`).join(', ')}. Seed ${esc(s.workload.seed)}. Scenario file: <code>${esc(s.file || '')}</code>. Wall time ${s.wallS} s.</p>
+${e.paper ? `<p class="note">Paper: ${esc(e.paper)}</p>` : ''}
+${summaryTable(s)}
+${problems.length ? `<p class="warn">Load generator warnings:</p><ul>${problems.join('')}</ul>` : ''}
+<div class="plots">${curvePlot(s)}${imbalancePlot(s)}${e.kind === 'rising' ? throughputPlot(s) : ''}</div>
+${e.kind === 'rising' ? stepTable(s) : ''}
+</section>`
+}
+
+/**
+ * A self-contained HTML report (inline CSS and SVG, no scripts) for a run document.
+ * @param {object} doc the JSON written by run.js
+ * @returns {string}
+ */
+function renderReport (doc) {
+  const heads = (doc.headline || headline(doc)).map((h) => `<tr class="${h.met ? 'ok' : 'miss'}"><td>${esc(h.label)}</td><td>${esc(h.text)}</td><td>${h.met ? 'met' : 'missed'}</td></tr>`).join('')
+  const env = doc.environment || {}
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Chopper experiments</title>
+<style>
+body { font-family: sans-serif; max-width: 1100px; margin: 1em auto; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: .5em 0; font-size: 13px; }
+td, th { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
+td:first-child, th:first-child { text-align: left; }
+tr.warn td, td.warn { background: #fff3cd; }
+tr.ok td:last-child { color: #1a7f37; font-weight: bold; }
+tr.miss td:last-child { color: #b42318; font-weight: bold; }
+.note { color: #555; font-size: 13px; }
+.plots svg { margin: 4px 0; display: block; }
+code { background: #f4f4f4; padding: 0 3px; }
+</style></head><body>
+<h1>Chopper vs consistent hashing vs HAProxy</h1>
+<p>Command: <code>${esc(doc.npmCommand || doc.command)}</code> (<code>${esc(doc.command)}</code>), started ${esc(doc.startedAt)}, ${doc.wallS} s. Node ${esc(env.node)}, ${esc(env.platform)}, ${env.cpus} × ${esc(env.cpuModel)}, ${esc(env.haproxy || 'HAProxy not installed')}. Everything on 127.0.0.1: load generator, controller, front end and app servers in one Node process, HAProxy as a child process.</p>
+${scaleNote(doc)}
+<p class="note">Each scenario runs the same seeded, open-loop workload (latency from each request's intended send time, so queueing is counted) against each contender in turn, each with fresh app servers. Imbalance = max ÷ mean of requests served per server in each period-long window. Affinity = share of each key's requests (per phase) served by the server that served most of them. Hit rate = cache hits ÷ gets, from the app servers' counters. Churn = share of the keyspace that changed owner per controller round (none without a controller). HAProxy's app servers run without ownership checks.</p>
+<h2>Headline</h2>
+<table><tr><th>comparison</th><th>measured</th><th>goal</th></tr>${heads}</table>
+${doc.scenarios.map(scenarioSection).join('\n')}
+</body></html>
+`
+}
+
+module.exports = { renderReport, headline, PAPER }

@@ -1,0 +1,82 @@
+#!/usr/bin/env node
+'use strict'
+
+/**
+ * npm run experiment -- <name> [...]   one or more scenarios
+ * npm run experiments                  all of them (about 15 minutes)
+ *
+ * Flags: --time-scale X (multiply every phase duration), --contenders a,b,
+ * --out DIR (default bench/results), --report FILE.json (only rebuild the HTML
+ * of an earlier run), --list. Writes DIR/<name>.json and .html, or
+ * DIR/experiments.json and .html for --all.
+ */
+const fs = require('node:fs')
+const path = require('node:path')
+const { parseArgs } = require('node:util')
+const { loadScenario, scenarioNames } = require('./scenario')
+const { runScenario, environment } = require('./harness')
+const { CONTENDER_NAMES } = require('./contenders')
+const { renderReport, headline } = require('./report')
+
+const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--contenders ${CONTENDER_NAMES.join(',')}] [--out DIR]
+       node bench/experiments/run.js --report DIR/experiments.json   (rebuild the HTML)
+       node bench/experiments/run.js --list`
+
+async function main (argv) {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      all: { type: 'boolean', default: false },
+      list: { type: 'boolean', default: false },
+      'time-scale': { type: 'string', default: '1' },
+      contenders: { type: 'string' },
+      out: { type: 'string', default: path.join(__dirname, '..', 'results') },
+      report: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false }
+    }
+  })
+  if (values.help) return console.log(USAGE)
+  if (values.list) return console.log(scenarioNames().join('\n'))
+  if (values.report) {
+    const doc = JSON.parse(fs.readFileSync(values.report, 'utf8'))
+    const html = values.report.replace(/\.json$/, '') + '.html'
+    fs.writeFileSync(html, renderReport(doc))
+    return console.log(`wrote ${html}`)
+  }
+  const names = values.all ? scenarioNames() : positionals
+  if (names.length === 0) throw usageError('name a scenario or pass --all')
+  const timeScale = Number(values['time-scale'])
+  if (!(timeScale > 0)) throw usageError(`--time-scale: expected a number > 0, got ${JSON.stringify(values['time-scale'])}`)
+  const contenders = values.contenders ? values.contenders.split(',').map((s) => s.trim()) : CONTENDER_NAMES
+  const scenarios = names.map((n) => loadScenario(n)) // validate them all before running any
+  const command = ['npm run', values.all ? 'experiments' : 'experiment --', ...(values.all ? [] : names), ...(argv.filter((a) => a.startsWith('--') && a !== '--all'))].join(' ').replace(/ +/g, ' ')
+  const doc = { tool: 'chopper-experiments', version: 1, command: `node bench/experiments/run.js ${argv.join(' ')}`, npmCommand: command, startedAt: new Date().toISOString(), environment: environment(), scenarios: [] }
+  const t0 = Date.now()
+  for (const s of scenarios) {
+    doc.scenarios.push(await runScenario(s, { contenders, timeScale, onProgress: (line) => console.error(line) }))
+  }
+  doc.wallS = Math.round((Date.now() - t0) / 1000)
+  doc.headline = headline(doc)
+  fs.mkdirSync(values.out, { recursive: true })
+  const base = path.join(values.out, values.all ? 'experiments' : names.map((n) => path.basename(n, '.yaml')).join('+'))
+  fs.writeFileSync(`${base}.json`, JSON.stringify(doc, null, 1) + '\n')
+  fs.writeFileSync(`${base}.html`, renderReport(doc))
+  console.log(`wrote ${base}.json and ${base}.html (${doc.wallS} s)`)
+  for (const h of doc.headline) console.log(`${h.label}: ${h.text}`)
+}
+
+function usageError (message) {
+  const err = new Error(`${message}\n${USAGE}`)
+  err.usage = true
+  return err
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).catch((err) => {
+    console.error(err.usage ? err.message : err.stack || err.message)
+    process.exit(2)
+  })
+}
+
+module.exports = { main }

@@ -1,0 +1,112 @@
+'use strict'
+
+const fs = require('node:fs')
+const path = require('node:path')
+const YAML = require('yaml')
+const { validateSpec } = require('../../loadgen')
+const { resolveCapacityOptions } = require('../../apps/capacity')
+const { APPS } = require('../../apps')
+const { InvalidArgumentError } = require('../../core/errors')
+
+const SCENARIO_DIR = path.join(__dirname, 'scenarios')
+
+/**
+ * Every field of a scenario's `experiment` block and its default. The
+ * `workload` block is a loadgen spec (loadgen/spec.js), unchanged.
+ */
+const EXPERIMENT_DEFAULTS = Object.freeze({
+  title: undefined, // one line for the report; defaults to the workload's name
+  app: 'compute', // 'compute' | 'kv-cache'
+  kind: 'phases', // 'phases': a fixed rate per phase; 'rising': the rate climbs to find each contender's maximum sustained throughput
+  servers: 3,
+  frontends: 1,
+  periodMs: 500, // the controller's balancing period; the paper ran 5 s periods with 120 s phases, and the scenarios keep that 1:24 ratio (0.5 s, 12 s)
+  strategyOptions: Object.freeze({}), // the chopper contender's strategy options (docs/algorithm.md); {} = the paper's
+  capacity: Object.freeze({ mode: 'model' }), // apps/capacity.js options
+  appOptions: Object.freeze({}), // more app options (kv-cache: cacheTtlMs, spawnRedis, ...)
+  preload: false, // KV: set every key once before measuring, so gets find a value
+  preloadRate: 300, // req/s of the preload (writes cost the most; stay under capacity)
+  imbalanceTarget: 1.25, // recovery = periods until the per-period imbalance stays under this (paper 5.2.3's move ratio)
+  sloMs: 100, // rising: a step counts as sustained when p99 <= sloMs ...
+  sustainedShare: 0.95, // ... and at least this share of the offered rate completed in the step
+  connections: 512, // client and front-end sockets per target, so a backlog at one server does not block the others' requests
+  timeoutMs: 10000, // per request; a request not answered by then counts as a timeout error
+  utilisation: undefined, // documentation: the intended share of the modelled capacity (shown in the report)
+  paper: undefined // documentation: what the paper reported for this experiment
+})
+
+/**
+ * Validate a scenario `{ experiment, workload }` (as parsed from YAML) and
+ * return it normalised: experiment defaults merged, workload validated by loadgen.
+ * @param {object} input
+ * @param {string} [name] used when the workload has no name
+ */
+function validateScenario (input, name) {
+  if (!input || typeof input !== 'object' || Array.isArray(input)) throw new InvalidArgumentError('invalid scenario: expected { experiment, workload }')
+  for (const k of Object.keys(input)) if (!['experiment', 'workload'].includes(k)) throw new InvalidArgumentError(`invalid scenario.${k}: unknown field (expected experiment, workload)`)
+  const raw = input.experiment ?? {}
+  for (const k of Object.keys(raw)) if (!(k in EXPERIMENT_DEFAULTS)) throw new InvalidArgumentError(`invalid experiment.${k}: unknown field (expected one of ${Object.keys(EXPERIMENT_DEFAULTS).join(', ')})`)
+  const e = { ...EXPERIMENT_DEFAULTS, ...Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined)) }
+  const fail = (k, expected) => { throw new InvalidArgumentError(`invalid experiment.${k}: expected ${expected}, got ${JSON.stringify(e[k])}`) }
+  if (!Object.hasOwn(APPS, e.app)) fail('app', Object.keys(APPS).join(' or '))
+  if (!['phases', 'rising'].includes(e.kind)) fail('kind', "'phases' or 'rising'")
+  for (const k of ['servers', 'frontends']) if (!Number.isInteger(e[k]) || e[k] < 1 || e[k] > 16) fail(k, 'an integer from 1 to 16')
+  for (const k of ['periodMs', 'preloadRate', 'sloMs', 'connections', 'timeoutMs']) if (!(typeof e[k] === 'number' && e[k] > 0)) fail(k, 'a number > 0')
+  if (!(typeof e.imbalanceTarget === 'number' && e.imbalanceTarget >= 1)) fail('imbalanceTarget', 'a number >= 1')
+  if (!(typeof e.sustainedShare === 'number' && e.sustainedShare > 0 && e.sustainedShare <= 1)) fail('sustainedShare', 'a fraction in (0, 1]')
+  if (typeof e.preload !== 'boolean') fail('preload', 'a boolean')
+  if (!e.appOptions || typeof e.appOptions !== 'object') fail('appOptions', 'an object')
+  if (!e.strategyOptions || typeof e.strategyOptions !== 'object') fail('strategyOptions', 'an object')
+  e.capacity = resolveCapacityOptions(e.capacity)
+  const workload = validateSpec(input.workload)
+  e.title = e.title ?? workload.name ?? name
+  return { name: workload.name ?? name, experiment: e, workload }
+}
+
+/** Scenario names shipped in bench/experiments/scenarios, in run order. */
+function scenarioNames () {
+  return fs.readdirSync(SCENARIO_DIR).filter((f) => f.endsWith('.yaml')).map((f) => f.slice(0, -5)).sort()
+}
+
+/**
+ * Load a shipped scenario by name (or a path to a YAML file).
+ * @param {string} nameOrFile
+ */
+function loadScenario (nameOrFile) {
+  const file = nameOrFile.includes('/') || nameOrFile.endsWith('.yaml') ? nameOrFile : path.join(SCENARIO_DIR, `${nameOrFile}.yaml`)
+  if (!fs.existsSync(file)) throw new InvalidArgumentError(`unknown scenario ${JSON.stringify(nameOrFile)}: expected one of ${scenarioNames().join(', ')} or a .yaml path`)
+  const name = path.basename(file, '.yaml')
+  try {
+    const s = validateScenario(YAML.parse(fs.readFileSync(file, 'utf8')), name)
+    return { ...s, name, file: path.relative(process.cwd(), file) }
+  } catch (err) {
+    if (err instanceof InvalidArgumentError) err.message = `scenario ${file}: ${err.message}`
+    throw err
+  }
+}
+
+/**
+ * The workload with every phase duration multiplied by `timeScale` (to fit a
+ * time budget). The request rate is kept: only the length changes.
+ */
+function scaleWorkload (workload, timeScale) {
+  if (!(typeof timeScale === 'number' && timeScale > 0)) throw new InvalidArgumentError(`invalid timeScale: expected a number > 0, got ${JSON.stringify(timeScale)}`)
+  if (timeScale === 1) return workload
+  return validateSpec({ ...workload, phases: workload.phases.map((p) => ({ ...p, duration: Math.max(0.2, p.duration * timeScale) })) })
+}
+
+/**
+ * A one-phase workload that sets every key of the scenario once, in order,
+ * so the measured gets do not 404 on keys nobody wrote.
+ */
+function preloadWorkload (workload, rate) {
+  const p = workload.phases[0]
+  const count = p.keys.list ? p.keys.list.length : p.keys.count
+  return validateSpec({
+    seed: workload.seed,
+    name: `${workload.name || 'workload'}-preload`,
+    phases: [{ name: 'preload', duration: Math.max(count / rate, 0.05), rate, keys: p.keys, distribution: 'sequential', hot: null, mix: { set: 1 }, value: p.value, path: p.path }]
+  })
+}
+
+module.exports = { EXPERIMENT_DEFAULTS, SCENARIO_DIR, validateScenario, loadScenario, scenarioNames, scaleWorkload, preloadWorkload }
