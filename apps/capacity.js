@@ -126,8 +126,8 @@ class FifoServer {
   #drain () {
     this.timer = null
     const now = this.now()
-    // A timer can fire up to ~1 ms early against performance.now(); treat that as due.
-    while (this.head < this.queue.length && this.queue[this.head].finish <= now + 1) {
+    // A timer can fire a little early against performance.now(); a job not yet due is re-armed (never completed early).
+    while (this.head < this.queue.length && this.queue[this.head].finish <= now + 0.01) {
       const job = this.queue[this.head++]
       this.stats.served++
       job.resolve({ waitMs: job.waitMs, serviceMs: job.serviceMs })

@@ -2,8 +2,9 @@
 
 const os = require('node:os')
 const loadgen = require('../../loadgen')
-const { CONTENDER_NAMES, CONTENDERS, startContender } = require('./contenders')
-const { contenderMetrics, cacheCounters, ratios } = require('./metrics')
+const { CONTENDER_NAMES, CONTENDERS } = require('./contenders')
+const { contenderMetrics, ratios } = require('./metrics')
+const { startSutProcess } = require('./sut-process')
 const { scaleWorkload, preloadWorkload } = require('./scenario')
 const { haproxyVersion } = require('./haproxy-process')
 const { InvalidArgumentError } = require('../../core/errors')
@@ -19,7 +20,7 @@ const defaults = Object.freeze({
 
 /**
  * Run one scenario against each contender in turn: same seeded workload,
- * fresh app servers each time, then the metrics and the ratios to Chopper.
+ * fresh app servers each time (in a child process; the load generator runs here), then the metrics and the ratios to Chopper.
  * A contender that fails to start or run is recorded with its error and the
  * others still run.
  * @param {{ name, experiment, workload, file? }} scenario from loadScenario / validateScenario
@@ -63,7 +64,7 @@ async function runScenario (scenario, options = {}) {
 }
 
 async function runContender (name, experiment, workload, logger) {
-  const sut = await startContender(name, experiment, { logger })
+  const sut = await startSutProcess(name, experiment)
   try {
     const runOptions = { target: sut.target, servers: sut.serverIds, connections: experiment.connections, maxInFlight: 8192, timeoutMs: experiment.timeoutMs, windowMs: experiment.periodMs, logger }
     let preload = null
@@ -72,19 +73,17 @@ async function runContender (name, experiment, workload, logger) {
       preload = { requests: p.totals.scheduled, errors: p.totals.errorCount }
       if (p.totals.errorCount > 0) throw new InvalidArgumentError(`preload failed: ${p.totals.errorCount} of ${p.totals.scheduled} writes failed (${JSON.stringify(p.totals.status)})`)
     }
-    const before = await cacheCounters(sut.servers)
-    const roundsBefore = sut.controller ? sut.controller.status().rounds.map((x) => x.round) : []
+    const before = await sut.cacheCounters()
+    const roundsBefore = sut.hasController ? (await sut.rounds()).map((x) => x.round) : []
     const runStartedAt = Date.now()
     const r = await loadgen.run(workload, runOptions)
-    const after = await cacheCounters(sut.servers)
+    const after = await sut.cacheCounters()
     const seen = new Set(roundsBefore)
-    const rounds = sut.controller ? sut.controller.status().rounds.filter((x) => !seen.has(x.round) && x.at <= runStartedAt + r.wallMs) : null
+    const rounds = sut.hasController ? (await sut.rounds()).filter((x) => !seen.has(x.round) && x.at <= runStartedAt + r.wallMs) : null
     const cache = after && { hits: after.hits - before.hits, misses: after.misses - before.misses }
     const m = contenderMetrics(r, { experiment, rounds, cache, runStartedAt })
-    return { preload, haproxyConfig: sut.haproxy ? sut.haproxy.config : undefined, ...m }
+    return { preload, haproxyConfig: sut.haproxyConfig, ...m }
   } finally {
-    // Requests still queued at a modelled server (their clients timed out) would hold close() open.
-    for (const s of sut.servers) if (s.instance && s.instance.capacity) s.instance.capacity.close()
     await sut.close()
   }
 }
