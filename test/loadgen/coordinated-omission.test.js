@@ -1,7 +1,7 @@
 'use strict'
 
-const { run } = require('../../loadgen')
-const { startFixture } = require('./helpers/fixture-server')
+const { startFixtureProcess } = require('./helpers/fixture-server')
+const { runInChild } = require('./helpers/run-in-child')
 
 // A server that stalls once, for 1 s, two seconds into a 5 s run at a constant
 // 200 req/s: every request arriving during the stall is answered when it ends.
@@ -14,39 +14,24 @@ const STALL_AT_MS = 2000
 const STALL_MS = 1000
 const spec = { seed: 11, phases: [{ name: 'steady', duration: '5s', rate: 200, keys: { count: 20 } }] }
 
+// Server and driver each in their own process: the stall must come from the
+// server, not from a busy test process.
 function stallingServer () {
-  let first = null
-  return startFixture({
-    behave: ({ t }) => {
-      if (first === null) first = t
-      const start = first + STALL_AT_MS
-      if (t >= start && t < start + STALL_MS) return { delayMs: start + STALL_MS - t }
-    }
-  })
+  return startFixtureProcess({ stallAtMs: STALL_AT_MS, stallMs: STALL_MS })
 }
-
-// Warm undici before timing anything (see driver.test.js).
-beforeAll(async () => {
-  const warm = await startFixture()
-  try {
-    await run({ phases: [{ duration: 0.2, rate: 50 }] }, { target: warm.url })
-  } finally {
-    await warm.close()
-  }
-})
 
 test('open loop: p99 reflects a 1 s stall, even with 2 in flight; a closed loop with 2 connections hides it (coordinated omission)', async () => {
   const openServer = await stallingServer()
   let open
   try {
-    open = await run(spec, { target: openServer.url })
+    open = await runInChild(spec, openServer.url)
   } finally {
     await openServer.close()
   }
   const closedServer = await stallingServer()
   let closed
   try {
-    closed = await run(spec, { target: closedServer.url, mode: 'closed', connections: 2 })
+    closed = await runInChild(spec, closedServer.url, ['--closed-loop', '--connections', '2'])
   } finally {
     await closedServer.close()
   }
@@ -56,7 +41,7 @@ test('open loop: p99 reflects a 1 s stall, even with 2 in flight; a closed loop 
   const cappedServer = await stallingServer()
   let capped
   try {
-    capped = await run(spec, { target: cappedServer.url, maxInFlight: 2 })
+    capped = await runInChild(spec, cappedServer.url, ['--max-in-flight', '2'])
   } finally {
     await cappedServer.close()
   }

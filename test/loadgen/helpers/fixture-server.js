@@ -1,6 +1,9 @@
 'use strict'
 
 const http = require('node:http')
+const path = require('node:path')
+const { fork } = require('node:child_process')
+const { once } = require('node:events')
 const { performance } = require('node:perf_hooks')
 const { listen, close } = require('../../../core/http')
 
@@ -61,6 +64,37 @@ function defaultRoute (key) {
   return 's' + (m ? Number(m[1]) % 3 : 0)
 }
 
+/**
+ * The same fixture in a child process (default routing; optional one-off
+ * stall or fixed delay). `arrivals()` fetches what it recorded; times are the
+ * child's performance.now(), so compare them with each other only.
+ * @param {{ stallAtMs?: number, stallMs?: number, delayMs?: number }} [options]
+ */
+async function startFixtureProcess (options = {}) {
+  const child = fork(path.join(__dirname, 'fixture-child.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  const next = async (type) => {
+    for (;;) {
+      const [msg] = await once(child, 'message')
+      if (msg.type === type) return msg
+    }
+  }
+  child.send({ type: 'start', options })
+  const { url } = await next('listening')
+  return {
+    url,
+    async arrivals () {
+      child.send({ type: 'arrivals' })
+      return (await next('arrivals')).arrivals
+    },
+    async close () {
+      if (child.exitCode !== null) return
+      const exited = once(child, 'exit')
+      child.send({ type: 'close' })
+      await exited
+    }
+  }
+}
+
 /** A port nothing listens on (bound, then released). */
 async function closedPort () {
   const server = http.createServer()
@@ -69,4 +103,4 @@ async function closedPort () {
   return port
 }
 
-module.exports = { startFixture, closedPort, defaultRoute }
+module.exports = { startFixture, startFixtureProcess, closedPort, defaultRoute }
