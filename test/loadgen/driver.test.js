@@ -5,22 +5,11 @@ const { runInChild } = require('./helpers/run-in-child')
 const { startFixture, startFixtureProcess, closedPort } = require('./helpers/fixture-server')
 
 // Against a local HTTP server on 127.0.0.1. Tests that check timing run the
-// server and the driver (through the CLI) in child processes; the others run in-process. Runs are 1-3 s at a few hundred
-// req/s; tolerances allow for a shared, slow CI machine.
+// server and the driver (through the CLI) in child processes; the others run
+// in-process. Runs are 1-3 s at a few hundred req/s; tolerances allow for a
+// shared, slow CI machine.
 
 let fixture
-
-// undici loads (and jest transforms) parts of itself on the first request. In a
-// cold CI run that takes ~1 s, which would land inside the first timed test.
-beforeAll(async () => {
-  const warm = await startFixture()
-  try {
-    await run({ phases: [{ duration: 0.2, rate: 50 }] }, { target: warm.url })
-  } finally {
-    await warm.close()
-  }
-})
-
 afterEach(async () => {
   if (fixture) await fixture.close()
   fixture = null
