@@ -12,6 +12,7 @@
  * probability distributions").
  */
 
+/** Every `distribution.type` a spec may name (plus the alias `gaussian` for normal). */
 const DISTRIBUTION_TYPES = Object.freeze(['uniform', 'sequential', 'normal', 'poisson', 'exponential', 'binomial', 'zipf', 'weights', 'custom'])
 
 /**

@@ -48,6 +48,10 @@ const DEFAULT_OPTIONS = Object.freeze({
   logger: silent
 })
 
+/**
+ * Merge options over DEFAULT_OPTIONS and check them, before anything is sent.
+ * @throws {InvalidArgumentError} naming the option and what was expected
+ */
 function validateOptions (options) {
   if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options: expected an object')
   for (const k of Object.keys(options)) {
@@ -130,7 +134,8 @@ async function run (spec, options = {}) {
     // intended time. A request sent early is timed from its actual send, never from a later instant.
     const origin = o.mode === 'open' ? Math.min(intended, sendAt) : sendAt
     const pool = pools[nextPool++ % pools.length]
-    const body = req.valueSize > 0 ? values(req) : undefined
+    // A PUT always carries a body (maybe empty, with Content-Length: 0), like payload.lua's.
+    const body = req.method === 'PUT' ? values(req) : undefined
     return pool.request({
       method: req.method,
       path: req.path,

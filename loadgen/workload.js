@@ -5,6 +5,7 @@ const { phasePmf, aliasSampler } = require('./distributions')
 const { createKeySet } = require('./key-set')
 const { createRng, deriveSeed } = require('./prng')
 
+/** HTTP method for each operation of a phase's mix. */
 const METHODS = Object.freeze({ get: 'GET', set: 'PUT', delete: 'DELETE' })
 
 /**
