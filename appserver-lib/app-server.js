@@ -20,6 +20,7 @@ const defaults = Object.freeze({
   advertiseHost: '127.0.0.1',
   controllerUrl: undefined, // without it the server does not register (assignments must be pushed)
   registerTimeoutMs: 30000,
+  reregisterMs: 10000, // re-register this often (idempotent) so a restarted controller relearns us; 0 disables
   keyFrom: defaultKeyFrom,
   enforceOwnership: true, // false: serve every key (no 421), still counting; for non-Chopper baselines
   logger: silent
@@ -61,6 +62,7 @@ function createAppServer (options) {
   const client = controllerUrl ? new ControllerClient({ controllerUrl }) : null
   let urls = null
   let registered = false
+  let heartbeat = null
 
   async function start () {
     const dataPort = await listen(dataServer, port, host)
@@ -70,7 +72,7 @@ function createAppServer (options) {
       // The controller may come up after us (systemd, the local cluster): retry until the deadline.
       const body = await pollUntil(async () => {
         try {
-          return await client.registerServer({ id, ...urls })
+          return await client.registerServer({ id, ...urls, generation: guard.generation })
         } catch (err) {
           log.warn({ err: err.message }, 'registration with the controller failed; retrying')
           return undefined
@@ -78,9 +80,21 @@ function createAppServer (options) {
       }, { timeoutMs: registerTimeoutMs, intervalMs: 250, what: `registration of ${id} with ${controllerUrl}` })
       registered = true
       installFromController(body)
+      if (opts.reregisterMs > 0) {
+        heartbeat = setInterval(reregister, opts.reregisterMs)
+        heartbeat.unref()
+      }
     }
     log.info(urls, 'app server listening')
     return urls
+  }
+
+  async function reregister () {
+    try {
+      installFromController(await client.registerServer({ id, ...urls, generation: guard.generation }))
+    } catch (err) {
+      log.warn({ err: { code: err.code, message: err.message } }, 're-registration with the controller failed')
+    }
   }
 
   function installFromController (body) {
@@ -94,6 +108,7 @@ function createAppServer (options) {
   }
 
   async function closeServer () {
+    clearInterval(heartbeat)
     if (client && registered) {
       registered = false
       try {

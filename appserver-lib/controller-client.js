@@ -11,8 +11,9 @@ class ControllerClient {
     this.http = axios.create({ baseURL: controllerUrl, timeout: timeoutMs })
   }
 
-  async registerServer ({ id, url, controlUrl }) {
-    const { data } = await this.http.post('/v1/servers', { id, url, controlUrl })
+  /** `generation` is the member's current one, so a restarted controller numbers above it. */
+  async registerServer ({ id, url, controlUrl, generation = 0 }) {
+    const { data } = await this.http.post('/v1/servers', { id, url, controlUrl, generation })
     return data
   }
 
@@ -20,8 +21,8 @@ class ControllerClient {
     await this.http.delete(`/v1/servers/${encodeURIComponent(id)}`)
   }
 
-  async registerFrontend ({ id, controlUrl }) {
-    const { data } = await this.http.post('/v1/frontends', { id, controlUrl })
+  async registerFrontend ({ id, controlUrl, generation = 0 }) {
+    const { data } = await this.http.post('/v1/frontends', { id, controlUrl, generation })
     return data
   }
 

@@ -51,6 +51,10 @@ function createController (options = {}) {
   const history = []
   let assignment = null
   let pristine = true // no traffic seen yet: membership changes re-lay the keyspace evenly
+  // Highest generation any member reported holding. After a controller restart
+  // members hold generations this process never issued; numbering above them
+  // keeps their stale-generation check from refusing every new push.
+  let generationFloor = 0
   let round = 0
   let timer = null
   let running = null
@@ -78,13 +82,28 @@ function createController (options = {}) {
   /** Install `next` if its layout differs, with the next generation, and push it. */
   function commit (next, reason) {
     if (assignment && next && sameLayout(next, assignment)) return false
-    const generation = (assignment ? assignment.generation : 0) + 1
+    const generation = Math.max(assignment ? assignment.generation : 0, generationFloor) + 1
     assignment = next ? { ...next, generation } : null
     if (assignment) {
       pusher.publish(assignment)
       log.info({ generation, reason, slices: assignment.slices.length }, 'new assignment')
     }
     return true
+  }
+
+  /**
+   * Note a member's generation; re-issue the current layout above it when it
+   * is one this controller never issued (strictly above our current one: the
+   * generations we issued are all at or below it, and members report them back).
+   */
+  function noteGeneration (generation) {
+    if (!Number.isSafeInteger(generation) || generation <= generationFloor) return
+    generationFloor = generation
+    if (assignment && assignment.generation < generationFloor) {
+      assignment = { ...assignment, generation: generationFloor + 1 }
+      pusher.publish(assignment)
+      log.info({ generation: assignment.generation }, 'members hold newer generations (controller restart?): re-issued the assignment above them')
+    }
   }
 
   function addServer (id, url, controlUrl) {
@@ -204,11 +223,13 @@ function createController (options = {}) {
 
   const bad = (msg) => { throw new InvalidArgumentError(msg) }
   app.post('/v1/servers', (req, res) => {
-    const { id, url, controlUrl } = req.body || {}
+    const { id, url, controlUrl, generation = 0 } = req.body || {}
     if (typeof id !== 'string' || !ID.test(id)) bad('invalid id: expected 1-128 characters of [A-Za-z0-9._-]')
+    if (!Number.isSafeInteger(generation) || generation < 0) bad('invalid generation: expected a non-negative integer')
     if (typeof url !== 'string' || !URL_RE.test(url)) bad('invalid url: expected http(s)://host:port')
     if (typeof controlUrl !== 'string' || !URL_RE.test(controlUrl)) bad('invalid controlUrl: expected http(s)://host:port')
     if (url === controlUrl) bad('invalid controlUrl: the control plane must listen on its own port')
+    noteGeneration(generation)
     addServer(id, url, controlUrl)
     res.status(201).json({ assignment })
   })
@@ -217,9 +238,11 @@ function createController (options = {}) {
     res.json({ removed: req.params.id, generation: assignment ? assignment.generation : 0 })
   })
   app.post('/v1/frontends', (req, res) => {
-    const { id, controlUrl } = req.body || {}
+    const { id, controlUrl, generation = 0 } = req.body || {}
     if (typeof id !== 'string' || !ID.test(id)) bad('invalid id: expected 1-128 characters of [A-Za-z0-9._-]')
     if (typeof controlUrl !== 'string' || !URL_RE.test(controlUrl)) bad('invalid controlUrl: expected http(s)://host:port')
+    if (!Number.isSafeInteger(generation) || generation < 0) bad('invalid generation: expected a non-negative integer')
+    noteGeneration(generation)
     frontends.set(id, { controlUrl })
     pusher.addTarget(`frontend:${id}`, controlUrl)
     res.status(201).json({ assignment })

@@ -4,7 +4,7 @@ const { setTimeout: delay } = require('node:timers/promises')
 const { TimeoutError } = require('./errors')
 
 /**
- * Call `fn` until it returns something other than undefined/false, or the
+ * Call `fn` until it returns something other than undefined/null/false, or the
  * deadline passes (then throw naming `what`). Used by entry points and tests
  * to wait for a condition by polling against a deadline, never a fixed sleep.
  */
@@ -13,7 +13,7 @@ async function pollUntil (fn, { timeoutMs = 10000, intervalMs = 50, what = 'cond
   let last
   for (;;) {
     last = await fn()
-    if (last !== undefined && last !== false) return last
+    if (last !== undefined && last !== null && last !== false) return last
     if (Date.now() >= deadline) {
       throw new TimeoutError(`timed out after ${timeoutMs} ms waiting for ${what}`)
     }

@@ -24,7 +24,7 @@ const defaults = Object.freeze({
   connections: 64, // keep-alive connections per app server
   upstreamTimeoutMs: 30000,
   bufferLimit: 1024 * 1024, // bodies up to this size are buffered so a 421 can be retried
-  pullIntervalMs: 10000, // safety-net pull of the assignment; 0 disables
+  pullIntervalMs: 10000, // safety net: re-register (idempotent; a restarted controller relearns us) and take its assignment; 0 disables
   registerTimeoutMs: 30000,
   defaultMetrics: false, // process metrics in /metrics
   logger: silent
@@ -104,23 +104,39 @@ function createFrontend (options = {}) {
     if (client) {
       const body = await pollUntil(async () => {
         try {
-          return await client.registerFrontend({ id, controlUrl: urls.controlUrl })
+          return await client.registerFrontend({ id, controlUrl: urls.controlUrl, generation: table.generation })
         } catch (err) {
           log.warn({ err: err.message }, 'registration with the controller failed; retrying')
           return undefined
         }
       }, { timeoutMs: opts.registerTimeoutMs, intervalMs: 250, what: `registration of front end ${id}` })
       registered = true
-      if (body && body.assignment) {
-        try { table.set(body.assignment) } catch (err) { if (err.code !== 'CHOPPER_ERR_STALE_GENERATION') throw err }
-      }
+      install(body)
       if (opts.pullIntervalMs > 0) {
-        pullTimer = setInterval(() => table.refresh(), opts.pullIntervalMs)
+        pullTimer = setInterval(reregister, opts.pullIntervalMs)
         pullTimer.unref()
       }
     }
     log.info(urls, 'front end listening')
     return urls
+  }
+
+  function install (body) {
+    if (!body || !body.assignment) return
+    try {
+      // A newer generation only; a controller that restarted from generation 1 is caught up by pushes.
+      if (body.assignment.generation > table.generation) table.set(body.assignment)
+    } catch (err) {
+      log.warn({ err: { code: err.code, message: err.message } }, 'assignment from the controller rejected')
+    }
+  }
+
+  async function reregister () {
+    try {
+      install(await client.registerFrontend({ id, controlUrl: urls.controlUrl, generation: table.generation }))
+    } catch (err) {
+      log.warn({ err: { code: err.code, message: err.message } }, 're-registration with the controller failed')
+    }
   }
 
   async function closeFrontend () {
