@@ -53,6 +53,21 @@ describe('front-end forwarding', () => {
     })
   }
 
+  test('a 421 that survives the refresh becomes a clear 503, buffered or streamed', async () => {
+    const { fe, server } = await setup()
+    // The server is told it owns nothing; the front end (no controller to pull from) still routes to it.
+    const moved = { generation: 5, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['other'] }], servers: { other: { url: 'http://127.0.0.1:1' }, echo: { url: server.urls.url } } }
+    expect((await putJson(`${server.urls.controlUrl}/v1/assignment`, moved)).status).toBe(200)
+    for (const size of [10, 5000]) { // below and above bufferLimit (1024 here)
+      const r = await call(`${fe.urls.url}/p?key=k`, { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body: Buffer.alloc(size, 1) })
+      expect(r.status).toBe(503)
+      expect(r.body.error.code).toBe('CHOPPER_ERR_UPSTREAM_UNAVAILABLE')
+    }
+    expect(server.guard.stats.admitted).toBe(0)
+    // The small body was retried once after the refresh (2 misdirected); the streamed one was not (1).
+    expect(server.guard.stats.misdirected).toBe(3)
+  })
+
   test('front-end /healthz is 503 until an assignment arrives; /metrics is Prometheus text', async () => {
     const fe = createFrontend()
     await fe.start()
