@@ -80,7 +80,9 @@ function scaleNote (doc) {
   if (kv) parts.push(`KV: ${rate(kv)} req/s here for the paper's ${PAPER.kvRate} req/s (scale ${(PAPER.kvRate / rate(kv)).toFixed(1)}×)`)
   if (cp) parts.push(`compute: ${rate(cp)} req/s for the paper's ${PAPER.computeRate} req/s (scale ${(PAPER.computeRate / rate(cp)).toFixed(1)}×)`)
   const period = doc.scenarios[0] && doc.scenarios[0].experiment.periodMs
-  return `<p><b>Capacity model</b> (apps/capacity.js, <code>mode: model</code>): each app server is a FIFO single-server queue whose service time is completed on a timer, so three servers on this ${doc.environment.cpus}-core machine do not borrow each other's CPU. Compute: n²/10⁶ × ${c.computeMsPerMillionOps} ms (n = 1000: ${c.computeMsPerMillionOps} ms, ${Math.round(1000 / c.computeMsPerMillionOps)} req/s per server). KV: cache hit ${c.kvHitMs} ms; miss or write ${c.kvHitMs + c.kvStoreMs} ms (hit + ${c.kvStoreMs} ms store latency); the real cache and in-process DynamoDB (dynalite) still decide hit or miss. Three servers: ~750 req/s for the paper's mixes. <b>Scale factor</b>: ${parts.join('; ')}. <b>Time</b>: balancing period ${period} ms for the paper's ${PAPER.periodS} s, phases scaled by the same factor (the paper: ${PAPER.phaseS} s phases)${doc.scenarios[0] && doc.scenarios[0].timeScale !== 1 ? `, then × ${doc.scenarios[0].timeScale} (--time-scale)` : ''}.</p>`
+  const lengths = doc.scenarios.flatMap((x) => x.workload.phases.map((p) => p.duration))
+  const scaled = doc.scenarios[0] && doc.scenarios[0].timeScale !== 1 ? ` (after --time-scale ${doc.scenarios[0].timeScale})` : ''
+  return `<p><b>Capacity model</b> (apps/capacity.js, <code>mode: model</code>): each app server is a FIFO single-server queue whose service time is completed on a timer, so three servers on this ${doc.environment.cpus}-core machine do not borrow each other's CPU. Compute: n²/10⁶ × ${c.computeMsPerMillionOps} ms (n = 1000: ${c.computeMsPerMillionOps} ms, ${Math.round(1000 / c.computeMsPerMillionOps)} req/s per server). KV: cache hit ${c.kvHitMs} ms; miss or write ${c.kvHitMs + c.kvStoreMs} ms (hit + ${c.kvStoreMs} ms store latency); the real cache and in-process DynamoDB (dynalite) still decide hit or miss. Three servers: ~750 req/s for the paper's mixes. <b>Scale factor</b>: ${parts.join('; ')}. <b>Time</b>: balancing period ${period} ms for the paper's ${PAPER.periodS} s; phases of ${Math.min(...lengths)}-${Math.max(...lengths)} s${scaled} for the paper's ${PAPER.phaseS} s. <b>Client</b>: open loop, ${doc.scenarios[0] ? doc.scenarios[0].experiment.connections : ''} connections per target (the paper: wrk2 with 200), in its own process.</p>`
 }
 
 function summaryTable (s) {
@@ -150,7 +152,12 @@ function stepTable (s) {
     const q = c.phases[i]
     return `<td${q.sustained ? '' : ' class="warn"'}>${num(q.achievedRate, 0)}, ${ms(q.latencyMs.p99)}</td>`
   }).join('')}</tr>`)
-  return `<table><tr><th>step</th>${head}</tr>${rows.join('')}</table><p class="note">Shaded: not sustained (less than ${s.experiment.sustainedShare * 100} % of the offered rate completed in the step, or p99 above ${s.experiment.sloMs} ms, or more than 1 % errors).</p>`
+  const ours = ok.find((c) => c.name === 'chopper')
+  const ch = ok.find((c) => c.name === 'consistent-hash')
+  if (ours && ch) {
+    for (let i = 0; i < rows.length; i++) rows[i] = rows[i].replace(/<\/tr>$/, `<td>${num(ch.phases[i].latencyMs.p90 / ours.phases[i].latencyMs.p90, 1)}×</td></tr>`)
+  }
+  return `<table><tr><th>step</th>${head}${ours && ch ? '<th>p90 consistent hashing ÷ Chopper</th>' : ''}</tr>${rows.join('')}</table><p class="note">Shaded: not sustained (less than ${s.experiment.sustainedShare * 100} % of the offered rate completed in the step, or p99 above ${s.experiment.sloMs} ms, or more than 1 % errors).</p>`
 }
 
 function scenarioSection (s) {

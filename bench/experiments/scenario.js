@@ -20,7 +20,7 @@ const EXPERIMENT_DEFAULTS = Object.freeze({
   kind: 'phases', // 'phases': a fixed rate per phase; 'rising': the rate climbs to find each contender's maximum sustained throughput
   servers: 3,
   frontends: 1,
-  periodMs: 500, // the controller's balancing period; the paper ran 5 s periods with 120 s phases, and the scenarios keep that 1:24 ratio (0.5 s, 12 s)
+  periodMs: 500, // the controller's balancing period; the paper ran 5 s periods with 120 s phases (24 a phase), the scenarios 0.5 s with 8-10 s phases (16-20)
   strategyOptions: Object.freeze({}), // the chopper contender's strategy options (docs/algorithm.md); {} = the paper's
   capacity: Object.freeze({ mode: 'model' }), // apps/capacity.js options
   appOptions: Object.freeze({}), // more app options (kv-cache: cacheTtlMs, spawnRedis, ...)
