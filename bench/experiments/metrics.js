@@ -58,6 +58,23 @@ function recoveryPeriods (windows, phase, { periodMs, windowMs, target, hold = 2
 }
 
 /**
+ * The same from the controller's own per-round imbalance (loads by arrival, as
+ * the front ends report them), for contenders with a controller. A round at
+ * time t covers the period before t, so the first round counted ends at least
+ * one period after the change.
+ */
+function controllerRecoveryPeriods (rounds, phase, { periodMs, target, hold = 2 }) {
+  const start = phase.startMs / 1000
+  const end = start + phase.durationMs / 1000
+  const inPhase = rounds.filter((x) => x.t >= start + periodMs / 1000 - 0.05 && x.t <= end + 0.05)
+  for (let i = 0; i < inPhase.length; i++) {
+    const run = inPhase.slice(i, i + hold)
+    if (run.every((x) => x.imbalance < target)) return Math.ceil((inPhase[i].t - start) / (periodMs / 1000) - 0.1)
+  }
+  return null
+}
+
+/**
  * Sum a counter across app servers' registries (0 when absent).
  * @param {{ registry }[]} servers
  * @param {string} name
@@ -147,7 +164,11 @@ function contenderMetrics (r, { experiment, rounds, cache, runStartedAt }) {
     },
     affinity: total ? round(usual / total) : null,
     cache: cache && { ...cache, hitRate: cache.hits + cache.misses ? round(cache.hits / (cache.hits + cache.misses)) : null },
-    recovery: phases.slice(1).map((p) => ({ phase: p.name, periods: p.recoveryPeriods })),
+    recovery: phases.slice(1).map((p, i) => ({
+      phase: p.name,
+      periods: p.recoveryPeriods,
+      controllerPeriods: churnRounds ? controllerRecoveryPeriods(churnRounds, r.phases[i + 1], { periodMs: experiment.periodMs, target: experiment.imbalanceTarget }) : null
+    })),
     phases,
     client: { heldRate: r.client.heldRate, problems: r.client.problems, eventLoopUtilization: r.client.eventLoopUtilization, peakInFlight: r.client.peakInFlight }
   }
@@ -169,4 +190,4 @@ function ratios (c, base) {
   }
 }
 
-module.exports = { CURVE_PERCENTILES, percentileCurve, affinityOf, recoveryPeriods, cacheCounters, contenderMetrics, ratios }
+module.exports = { CURVE_PERCENTILES, percentileCurve, affinityOf, recoveryPeriods, controllerRecoveryPeriods, cacheCounters, contenderMetrics, ratios }

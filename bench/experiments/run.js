@@ -40,7 +40,9 @@ async function main (argv) {
   if (values.list) return console.log(scenarioNames().join('\n'))
   if (values.report) {
     const doc = JSON.parse(fs.readFileSync(values.report, 'utf8'))
+    doc.headline = headline(doc) // derived, so a newer report.js may add to it
     const html = values.report.replace(/\.json$/, '') + '.html'
+    fs.writeFileSync(values.report, JSON.stringify(doc, null, 1) + '\n')
     fs.writeFileSync(html, renderReport(doc))
     return console.log(`wrote ${html}`)
   }

@@ -8,7 +8,7 @@ const { main } = require('../../bench/experiments/run')
 const { runScenario } = require('../../bench/experiments/harness')
 const { validateScenario, loadScenario, scenarioNames } = require('../../bench/experiments/scenario')
 const { CONTENDER_NAMES } = require('../../bench/experiments/contenders')
-const { affinityOf, recoveryPeriods } = require('../../bench/experiments/metrics')
+const { affinityOf, recoveryPeriods, controllerRecoveryPeriods } = require('../../bench/experiments/metrics')
 
 // A tiny compute scenario: two 1 s phases with different hot keys, 2 servers at ~50 % of the modelled capacity.
 const tiny = {
@@ -56,6 +56,7 @@ function expectContenderFields (c, { kv, controller }) {
     expect(c.cache).toBeNull()
   }
   expect(c.recovery.length).toBe(c.phases.length - 1)
+  for (const x of c.recovery) expect(Object.keys(x).sort()).toEqual(['controllerPeriods', 'periods', 'phase'])
   for (const p of c.phases) {
     expect(p).toEqual(expect.objectContaining({ name: expect.any(String), startS: expect.any(Number), durationS: expect.any(Number), targetRate: expect.any(Number), achievedRate: expect.any(Number), errors: 0, affinity: expect.any(Number), sustained: expect.any(Boolean), serverShare: expect.any(Object) }))
     for (const k of LATENCY) expect(typeof p.latencyMs[k]).toBe('number')
@@ -139,5 +140,13 @@ describe('metrics', () => {
     expect(recoveryPeriods(windows, { startMs: 2000, durationMs: 5000 }, opts)).toBe(3)
     expect(recoveryPeriods(windows, { startMs: 0, durationMs: 2000 }, opts)).toBe(2) // under the target in the phase's last window
     expect(recoveryPeriods(windows, { startMs: 2000, durationMs: 2000 }, opts)).toBeNull()
+  })
+
+  test('controller recovery: counts rounds from the first one that covers a whole period of the new phase', () => {
+    const r = (t, imbalance) => ({ t, imbalance })
+    const rounds = [r(2.1, 1.1), r(2.6, 2.7), r(3.1, 2.0), r(3.6, 1.1), r(4.1, 1.2), r(4.6, 1.0)]
+    expect(controllerRecoveryPeriods(rounds, { startMs: 2000, durationMs: 3000 }, { periodMs: 500, target: 1.25 })).toBe(4)
+    expect(controllerRecoveryPeriods(rounds.slice(0, 4), { startMs: 2000, durationMs: 3000 }, { periodMs: 500, target: 1.25 })).toBe(4) // last round, nothing after it
+    expect(controllerRecoveryPeriods([r(2.6, 2), r(3.1, 2)], { startMs: 2000, durationMs: 3000 }, { periodMs: 500, target: 1.25 })).toBeNull()
   })
 })
