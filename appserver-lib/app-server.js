@@ -10,7 +10,7 @@ const { ControllerClient } = require('./controller-client')
 const { jsonErrorHandler, listen, close } = require('../core/http')
 const { InvalidArgumentError, NotFoundError } = require('../core/errors')
 const { silent } = require('../core/logger')
-const { pollUntil } = require('../core/poll')
+const { Membership } = require('./membership')
 
 /** Every option of createAppServer and its default. */
 const defaults = Object.freeze({
@@ -61,40 +61,26 @@ function createAppServer (options) {
   const controlServer = http.createServer(createControlApp({ guard, registry, logger: log }))
   const client = controllerUrl ? new ControllerClient({ controllerUrl }) : null
   let urls = null
-  let registered = false
-  let heartbeat = null
+  let membership = null
 
   async function start () {
     const dataPort = await listen(dataServer, port, host)
     const ctlPort = await listen(controlServer, controlPort, host)
     urls = { url: `http://${advertiseHost}:${dataPort}`, controlUrl: `http://${advertiseHost}:${ctlPort}` }
     if (client) {
-      // The controller may come up after us (systemd, the local cluster): retry until the deadline.
-      const body = await pollUntil(async () => {
-        try {
-          return await client.registerServer({ id, ...urls, generation: guard.generation })
-        } catch (err) {
-          log.warn({ err: err.message }, 'registration with the controller failed; retrying')
-          return undefined
-        }
-      }, { timeoutMs: registerTimeoutMs, intervalMs: 250, what: `registration of ${id} with ${controllerUrl}` })
-      registered = true
-      installFromController(body)
-      if (opts.reregisterMs > 0) {
-        heartbeat = setInterval(reregister, opts.reregisterMs)
-        heartbeat.unref()
-      }
+      membership = new Membership({
+        register: () => client.registerServer({ id, ...urls, generation: guard.generation }),
+        deregister: () => client.deregisterServer(id),
+        install: installFromController,
+        registerTimeoutMs,
+        reregisterMs: opts.reregisterMs,
+        what: `${id} with ${controllerUrl}`,
+        logger: log
+      })
+      await membership.start()
     }
     log.info(urls, 'app server listening')
     return urls
-  }
-
-  async function reregister () {
-    try {
-      installFromController(await client.registerServer({ id, ...urls, generation: guard.generation }))
-    } catch (err) {
-      log.warn({ err: { code: err.code, message: err.message } }, 're-registration with the controller failed')
-    }
   }
 
   function installFromController (body) {
@@ -108,15 +94,7 @@ function createAppServer (options) {
   }
 
   async function closeServer () {
-    clearInterval(heartbeat)
-    if (client && registered) {
-      registered = false
-      try {
-        await client.deregisterServer(id)
-      } catch (err) {
-        log.warn({ err: err.message }, 'deregistration failed; the controller will evict this server when it stops answering')
-      }
-    }
+    if (membership) await membership.stop()
     await Promise.all([close(dataServer), close(controlServer)])
   }
 

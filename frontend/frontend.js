@@ -10,7 +10,7 @@ const { ControllerClient } = require('../appserver-lib/controller-client')
 const { jsonErrorHandler, listen, close } = require('../core/http')
 const { InvalidArgumentError, MalformedBodyError, statusOf, toHttpBody } = require('../core/errors')
 const { silent } = require('../core/logger')
-const { pollUntil } = require('../core/poll')
+const { Membership } = require('../appserver-lib/membership')
 
 /** Every option of createFrontend and its default. */
 const defaults = Object.freeze({
@@ -94,28 +94,23 @@ function createFrontend (options = {}) {
   const dataServer = http.createServer(data)
   const controlServer = http.createServer(control)
   let urls = null
-  let registered = false
-  let pullTimer = null
+  let membership = null
 
   async function start () {
     const dataPort = await listen(dataServer, opts.port, opts.host)
     const ctlPort = await listen(controlServer, opts.controlPort, opts.host)
     urls = { url: `http://${opts.advertiseHost}:${dataPort}`, controlUrl: `http://${opts.advertiseHost}:${ctlPort}` }
     if (client) {
-      const body = await pollUntil(async () => {
-        try {
-          return await client.registerFrontend({ id, controlUrl: urls.controlUrl, generation: table.generation })
-        } catch (err) {
-          log.warn({ err: err.message }, 'registration with the controller failed; retrying')
-          return undefined
-        }
-      }, { timeoutMs: opts.registerTimeoutMs, intervalMs: 250, what: `registration of front end ${id}` })
-      registered = true
-      install(body)
-      if (opts.pullIntervalMs > 0) {
-        pullTimer = setInterval(reregister, opts.pullIntervalMs)
-        pullTimer.unref()
-      }
+      membership = new Membership({
+        register: () => client.registerFrontend({ id, controlUrl: urls.controlUrl, generation: table.generation }),
+        deregister: () => client.deregisterFrontend(id),
+        install,
+        registerTimeoutMs: opts.registerTimeoutMs,
+        reregisterMs: opts.pullIntervalMs,
+        what: `front end ${id}`,
+        logger: log
+      })
+      await membership.start()
     }
     log.info(urls, 'front end listening')
     return urls
@@ -131,20 +126,8 @@ function createFrontend (options = {}) {
     }
   }
 
-  async function reregister () {
-    try {
-      install(await client.registerFrontend({ id, controlUrl: urls.controlUrl, generation: table.generation }))
-    } catch (err) {
-      log.warn({ err: { code: err.code, message: err.message } }, 're-registration with the controller failed')
-    }
-  }
-
   async function closeFrontend () {
-    clearInterval(pullTimer)
-    if (client && registered) {
-      registered = false
-      try { await client.deregisterFrontend(id) } catch (err) { log.warn({ err: err.message }, 'front end deregistration failed') }
-    }
+    if (membership) await membership.stop()
     await Promise.all([close(dataServer), close(controlServer)])
     await forwarder.close()
   }

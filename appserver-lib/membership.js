@@ -1,0 +1,65 @@
+'use strict'
+
+const { pollUntil } = require('../core/poll')
+const { silent } = require('../core/logger')
+
+/**
+ * A member's life with the controller, shared by app servers and front ends:
+ * register (retrying until a deadline, since the controller may start after
+ * us), re-register periodically (idempotent; a restarted controller relearns
+ * its members), and deregister on close.
+ */
+class Membership {
+  /**
+   * @param {object} options
+   * @param {() => Promise<object>} options.register one registration call; resolves the controller's answer
+   * @param {() => Promise<void>} options.deregister
+   * @param {(body: object) => void} options.install applies the controller's answer (its assignment)
+   * @param {number} options.registerTimeoutMs deadline for the first registration
+   * @param {number} options.reregisterMs period of re-registration; 0 disables
+   * @param {string} options.what names the member in errors
+   */
+  constructor ({ register, deregister, install, registerTimeoutMs, reregisterMs, what, logger = silent }) {
+    Object.assign(this, { register, deregister, install, registerTimeoutMs, reregisterMs, what, logger })
+    this.registered = false
+    this.timer = null
+  }
+
+  async start () {
+    const body = await pollUntil(async () => {
+      try {
+        return await this.register()
+      } catch (err) {
+        this.logger.warn({ err: err.message }, 'registration with the controller failed; retrying')
+        return undefined
+      }
+    }, { timeoutMs: this.registerTimeoutMs, intervalMs: 250, what: `registration of ${this.what}` })
+    this.registered = true
+    this.install(body)
+    if (this.reregisterMs > 0) {
+      this.timer = setInterval(() => this.#reregister(), this.reregisterMs)
+      this.timer.unref()
+    }
+  }
+
+  async #reregister () {
+    try {
+      this.install(await this.register())
+    } catch (err) {
+      this.logger.warn({ err: { code: err.code, message: err.message } }, 're-registration with the controller failed')
+    }
+  }
+
+  async stop () {
+    clearInterval(this.timer)
+    if (!this.registered) return
+    this.registered = false
+    try {
+      await this.deregister()
+    } catch (err) {
+      this.logger.warn({ err: err.message }, 'deregistration failed; the controller evicts members that stop answering')
+    }
+  }
+}
+
+module.exports = { Membership }
