@@ -15,6 +15,7 @@
  * This is a script, not a test: it prints figures and asserts nothing.
  */
 
+const { createRng } = require('../loadgen/prng')
 const { performance } = require('node:perf_hooks')
 const { parseArgs } = require('node:util')
 const { evenRanges } = require('../core/keyspace')
@@ -38,20 +39,8 @@ for (const [name, v] of Object.entries({ servers: nServers, slices: perServer, r
   if (!Number.isInteger(v) || v < (name === 'seed' ? 0 : 1)) throw new TypeError(`--${name} must be a positive integer`)
 }
 
-/** mulberry32: small, seeded, good enough for benchmark inputs. */
-function prng (s) {
-  let a = s >>> 0
-  return () => {
-    a = (a + 0x6D2B79F5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
 function buildInput () {
-  const rand = prng(seed)
+  const rand = createRng(seed).next
   const ids = Array.from({ length: nServers }, (_, i) => `s${String(i).padStart(4, '0')}`)
   const servers = {}
   for (const id of ids) servers[id] = { url: `http://127.0.0.1:9000/${id}` }

@@ -1,5 +1,6 @@
 'use strict'
 
+const { createRng } = require('../../loadgen/prng')
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 
 /** One sixteenth of the keyspace: hand-worked examples are written in these units. */
@@ -41,18 +42,6 @@ function view (slices, loads) {
   })
 }
 
-/** Deterministic 32-bit PRNG (mulberry32) for fuzz-style tests. */
-function prng (seed) {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6D2B79F5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
 /** Recursively freeze so that any mutation by the code under test throws (strict mode). */
 function deepFreeze (o) {
   if (o && typeof o === 'object' && !ArrayBuffer.isView(o)) {
@@ -61,5 +50,8 @@ function deepFreeze (o) {
   }
   return o
 }
+
+/** Deterministic PRNG in [0, 1) for fuzz-style tests (the project's seeded generator). */
+const prng = (seed) => createRng(seed).next
 
 module.exports = { U, working, build, view, prng, deepFreeze }
