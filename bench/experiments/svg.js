@@ -50,7 +50,7 @@ function linePlot ({ series, xLabel, yLabel, logY = false, xTicks, vlines = [], 
     const y = Y(v)
     out.push(`<line x1="${m.l}" x2="${m.l + W}" y1="${y}" y2="${y}" stroke="#eee"/><text x="${m.l - 4}" y="${y + 4}" text-anchor="end">${esc(fmt(v))}</text>`)
   }
-  const xt = xTicks || Array.from({ length: 6 }, (_, i) => ({ at: x0 + ((x1 - x0) * i) / 5 })).map((t) => ({ ...t, label: fmt(t.at) }))
+  const xt = xTicks || niceTicks(x0, x1).map((at) => ({ at, label: fmt(at) }))
   for (const t of xt) {
     if (t.at < x0 || t.at > x1) continue
     const x = X(t.at)
@@ -83,4 +83,14 @@ function linePlot ({ series, xLabel, yLabel, logY = false, xTicks, vlines = [], 
   return out.join('')
 }
 
-module.exports = { linePlot, COLORS, esc }
+/** Round-numbered ticks (steps of 1, 2 or 5 × 10^k), about five across [lo, hi]. */
+function niceTicks (lo, hi) {
+  const raw = (hi - lo) / 5
+  const mag = 10 ** Math.floor(Math.log10(raw))
+  const step = [1, 2, 5, 10].map((f) => f * mag).find((s) => (hi - lo) / s <= 7)
+  const out = []
+  for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-9; v += step) out.push(Math.round(v / step) * step)
+  return out
+}
+
+module.exports = { linePlot, niceTicks, COLORS, esc }
