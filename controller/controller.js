@@ -126,6 +126,8 @@ function createController (options = {}) {
     servers.delete(id)
     pusher.removeTarget(`server:${id}`)
     if (servers.size === 0) {
+      // Keep numbering above what members hold when servers come back.
+      generationFloor = Math.max(generationFloor, assignment ? assignment.generation : 0)
       assignment = null
       log.warn({ server: id }, 'last app server left; no assignment')
     } else if (pristine) {

@@ -141,6 +141,13 @@ describe('routing safety', () => {
     const r = await call(`${fe.urls.url}/compute?key=k1&n=5`)
     expect([502, 503]).toContain(r.status)
     expect(r.body.error.code).toMatch(/^CHOPPER_ERR_UPSTREAM_/)
+
+    // A server joining afterwards gets a generation above the one the front end holds, so it is accepted.
+    const held = fe.table.generation
+    await serverUp('app-3', controller.url)
+    expect(controller.assignment.generation).toBeGreaterThan(held)
+    await pollUntil(() => fe.table.generation === controller.assignment.generation, { what: 'front end took the new map' })
+    expect((await call(`${fe.urls.url}/compute?key=k1&n=5`)).headers['x-served-by']).toBe('app-3')
   })
 
   test('the controller evicts a server that stops answering load collection', async () => {
