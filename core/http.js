@@ -1,5 +1,7 @@
 'use strict'
 
+const net = require('node:net')
+
 const { statusOf, toHttpBody } = require('./errors')
 
 /**
@@ -26,6 +28,22 @@ function listen (server, port, host) {
   })
 }
 
+/**
+ * A port that was free a moment ago, for children that cannot listen on port 0
+ * themselves (redis-server, haproxy). Callers must handle EADDRINUSE races.
+ */
+function freePort (host = '127.0.0.1') {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer()
+    s.unref()
+    s.once('error', reject)
+    s.listen(0, host, () => {
+      const { port } = s.address()
+      s.close(() => resolve(port))
+    })
+  })
+}
+
 /** Close a server, also dropping idle keep-alive sockets so close() resolves promptly. */
 function close (server) {
   return new Promise((resolve) => {
@@ -35,4 +53,4 @@ function close (server) {
   })
 }
 
-module.exports = { jsonErrorHandler, listen, close }
+module.exports = { jsonErrorHandler, listen, close, freePort }

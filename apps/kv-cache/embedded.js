@@ -1,5 +1,6 @@
 'use strict'
 
+const { freePort } = require('../../core/http')
 const fs = require('node:fs')
 const http = require('node:http')
 const net = require('node:net')
@@ -69,17 +70,6 @@ function findBinary (bin) {
     } catch {}
   }
   return null
-}
-
-function freePort () {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
 }
 
 /** One PING over a raw socket: true when Redis answers +PONG. */

@@ -1,5 +1,6 @@
 'use strict'
 
+const { freePort } = require('../../core/http')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -30,17 +31,6 @@ function haproxyVersion (binary = defaults.binary) {
 }
 
 /** A port that was free a moment ago (HAProxy cannot bind port 0, so the caller retries on a race). */
-function freePort (host) {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer()
-    s.unref()
-    s.on('error', reject)
-    s.listen(0, host, () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
-}
 
 function canConnect (host, port) {
   return new Promise((resolve) => {
@@ -107,4 +97,4 @@ async function startHaproxy (options = {}) {
   throw lastErr || new TimeoutError('haproxy did not start')
 }
 
-module.exports = { startHaproxy, haproxyVersion, freePort, defaults }
+module.exports = { startHaproxy, haproxyVersion, defaults }

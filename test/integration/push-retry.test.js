@@ -1,18 +1,12 @@
 'use strict'
 
+const { freePort } = require('../../core/http')
 const http = require('node:http')
-const net = require('node:net')
 const { Pusher } = require('../../controller/pusher')
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { pollUntil } = require('../../core/poll')
 
 const assignment = (generation) => ({ generation, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['a'] }], servers: { a: { url: 'http://127.0.0.1:1' } } })
-
-function freePort () {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)) })
-  })
-}
 
 describe('assignment pushes', () => {
   let pusher

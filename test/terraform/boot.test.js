@@ -9,7 +9,7 @@
 // dynalite and redis-server. Every variable name and every other value is
 // the deployment's own.
 
-const net = require('node:net')
+const { freePort } = require('../../core/http')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { DynamoDBClient, GetItemCommand } = require('@aws-sdk/client-dynamodb')
@@ -32,14 +32,6 @@ beforeAll(async () => {
 afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn()
 })
-
-async function freePort () {
-  const server = net.createServer()
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address()
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
 
 /** The env file the deployment writes for `component`, made runnable on this machine. */
 function localEnv (component, { ports, overrides = {}, replace = {} }) {

@@ -4,8 +4,8 @@
 // run against a real controller (a local cluster on port 0): it must turn
 // /v1/status into loadgen flags, one --target per front end plus --servers.
 
+const { freePort } = require('../../core/http')
 const fs = require('node:fs')
-const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
@@ -14,14 +14,6 @@ const { startLocalCluster } = require('../../cluster/local-cluster')
 const { TF_DIR, renderTemplate } = require('./terraform-config')
 
 const run = promisify(execFile)
-
-async function freePort () {
-  const server = net.createServer()
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address()
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
 
 let cluster
 let dir
