@@ -4,8 +4,7 @@ const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const {
   validateAssignment, evenAssignment, cloneAssignment, keyChurn, serverLoads, imbalance
 } = require('../../core/assignment')
-const { InvalidArgumentError } = require('../../core/errors')
-const { resolveOptions, expect, toLoads, checkServerId, checkUrl, checkServers } = require('./inputs')
+const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange } = require('./inputs')
 const { mergePhase } = require('./merge')
 const { movePhase } = require('./move')
 const { splitPhase } = require('./split')
@@ -123,14 +122,9 @@ function rebalance (assignment, loads, opts) {
  */
 function addServer (assignment, id, url, loads, opts) {
   options(opts)
-  validateAssignment(assignment)
-  checkServerId(id)
-  checkUrl(url)
-  toLoads(loads, assignment.slices.length, { required: false })
-  if (Object.hasOwn(assignment.servers, id)) throw new InvalidArgumentError(`server ${id} is already in the assignment`)
-  const next = cloneAssignment(assignment)
-  next.servers[id] = { url }
-  return cloneAssignment(next) // re-sorts the servers object
+  checkMembershipChange('join', assignment, id, { url, loads })
+  // cloneAssignment also re-sorts the servers object.
+  return cloneAssignment({ ...assignment, servers: { ...assignment.servers, [id]: { url } } })
 }
 
 /**
@@ -144,16 +138,12 @@ function addServer (assignment, id, url, loads, opts) {
  */
 function removeServer (assignment, id, loads, opts) {
   options(opts)
-  validateAssignment(assignment)
-  checkServerId(id)
-  const load = toLoads(loads, assignment.slices.length, { required: false })
+  const load = checkMembershipChange('leave', assignment, id, { loads })
   return reassignFrom(assignment, id, load)
 }
 
 function reassignFrom (assignment, id, load) {
-  if (!Object.hasOwn(assignment.servers, id)) throw new InvalidArgumentError(`server ${id} is not in the assignment`)
   const remaining = Object.keys(assignment.servers).filter((s) => s !== id)
-  if (remaining.length === 0) throw new InvalidArgumentError(`cannot remove server ${id}: it is the last server`)
   const next = cloneAssignment(assignment)
   delete next.servers[id]
   const tally = serverLoads(assignment, load)

@@ -3,8 +3,7 @@
 const farmhash = require('farmhash')
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { validateAssignment, evenAssignment, cloneAssignment } = require('../../core/assignment')
-const { InvalidArgumentError } = require('../../core/errors')
-const { resolveOptions, expect, toLoads, checkServerId, checkUrl, checkServers } = require('./inputs')
+const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange } = require('./inputs')
 
 /**
  * The static baseline of the paper's evaluation (section 6): a consistent-hash
@@ -91,11 +90,7 @@ function rebalance (assignment, loads, opts) {
 /** Rebuild the ring with one more server: only the keys its points capture move (~1/(n+1)). */
 function addServer (assignment, id, url, loads, opts) {
   const o = options(opts)
-  validateAssignment(assignment)
-  checkServerId(id)
-  checkUrl(url)
-  toLoads(loads, assignment.slices.length, { required: false })
-  if (Object.hasOwn(assignment.servers, id)) throw new InvalidArgumentError(`server ${id} is already in the assignment`)
+  checkMembershipChange('join', assignment, id, { url, loads })
   const servers = { ...cloneAssignment(assignment).servers, [id]: { url } }
   return ringAssignment(servers, o.vnodes, assignment.generation)
 }
@@ -103,13 +98,9 @@ function addServer (assignment, id, url, loads, opts) {
 /** Rebuild the ring without a server: only its keys move, to the next points clockwise. */
 function removeServer (assignment, id, loads, opts) {
   const o = options(opts)
-  validateAssignment(assignment)
-  checkServerId(id)
-  toLoads(loads, assignment.slices.length, { required: false })
-  if (!Object.hasOwn(assignment.servers, id)) throw new InvalidArgumentError(`server ${id} is not in the assignment`)
+  checkMembershipChange('leave', assignment, id, { loads })
   const servers = cloneAssignment(assignment).servers
   delete servers[id]
-  if (Object.keys(servers).length === 0) throw new InvalidArgumentError(`cannot remove server ${id}: it is the last server`)
   return ringAssignment(servers, o.vnodes, assignment.generation)
 }
 

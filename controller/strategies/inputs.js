@@ -1,6 +1,7 @@
 'use strict'
 
 const { InvalidArgumentError } = require('../../core/errors')
+const { validateAssignment } = require('../../core/assignment')
 
 /**
  * Argument checks shared by every strategy. Strategies validate everything
@@ -108,4 +109,23 @@ function checkServers (servers) {
   }
 }
 
-module.exports = { resolveOptions, expect, toLoads, checkServerId, checkUrl, checkServers }
+/**
+ * Arguments of a strategy's addServer / removeServer, checked in one order for
+ * every strategy. Returns the loads (zeros when not given).
+ * @param {'join'|'leave'} change
+ */
+function checkMembershipChange (change, assignment, id, { url, loads }) {
+  validateAssignment(assignment)
+  checkServerId(id)
+  if (change === 'join') checkUrl(url)
+  const load = toLoads(loads, assignment.slices.length, { required: false })
+  const present = Object.hasOwn(assignment.servers, id)
+  if (change === 'join' && present) throw new InvalidArgumentError(`server ${id} is already in the assignment`)
+  if (change === 'leave') {
+    if (!present) throw new InvalidArgumentError(`server ${id} is not in the assignment`)
+    if (Object.keys(assignment.servers).length === 1) throw new InvalidArgumentError(`cannot remove server ${id}: it is the last server`)
+  }
+  return load
+}
+
+module.exports = { resolveOptions, expect, toLoads, checkServerId, checkUrl, checkServers, checkMembershipChange }
