@@ -2,7 +2,7 @@
 
 const { SliceMap } = require('../core/slice-map')
 const { sliceKey } = require('../core/keyspace')
-const { validateAssignment, ownedRanges, sameLayout } = require('../core/assignment')
+const { acceptsUpdate, ownedRanges } = require('../core/assignment')
 const { subtract } = require('../core/ranges')
 const { NotOwnerError, InvalidArgumentError } = require('../core/errors')
 const { silent } = require('../core/logger')
@@ -54,15 +54,14 @@ class ShardGuard {
    * @returns {{ changed: boolean, acquired, released, hooks: Promise }}
    */
   setAssignment (assignment) {
+    let changed
     try {
-      if (this.map && assignment && assignment.generation === this.map.generation && sameLayout(assignment, this.map.assignment)) {
-        return { changed: false, acquired: [], released: [], hooks: Promise.resolve() }
-      }
-      validateAssignment(assignment, { previousGeneration: this.map ? this.map.generation : undefined })
+      changed = acceptsUpdate(this.map && this.map.assignment, assignment)
     } catch (err) {
       this.stats.assignmentsRejected++
       throw err
     }
+    if (!changed) return { changed: false, acquired: [], released: [], hooks: Promise.resolve() }
     const before = this.map ? ownedRanges(this.map.assignment, this.serverId) : []
     const after = ownedRanges(assignment, this.serverId)
     const released = subtract(before, after)

@@ -52,6 +52,19 @@ function validateAssignment (a, { previousGeneration } = {}) {
   return a
 }
 
+/**
+ * Decide whether `next` may replace `current` (either may be null/undefined
+ * for "none yet"). Returns false for a repeat of the current generation with
+ * the same layout (pushes are retried, so repeats are normal), true for a
+ * valid newer assignment, and throws InvalidAssignmentError or
+ * StaleGenerationError otherwise.
+ */
+function acceptsUpdate (current, next) {
+  if (current && next && next.generation === current.generation && sameLayout(next, current)) return false
+  validateAssignment(next, { previousGeneration: current ? current.generation : undefined })
+  return true
+}
+
 /** The paper's initial assignment: server i owns one contiguous 1/n of the keyspace. */
 function evenAssignment (servers, generation = 1) {
   const ids = Object.keys(servers).sort()
@@ -163,6 +176,7 @@ function spreadLoads (a, reports) {
 
 module.exports = {
   validateAssignment,
+  acceptsUpdate,
   evenAssignment,
   cloneAssignment,
   sameLayout,

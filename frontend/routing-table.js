@@ -1,7 +1,7 @@
 'use strict'
 
 const { SliceMap } = require('../core/slice-map')
-const { validateAssignment, sameLayout } = require('../core/assignment')
+const { acceptsUpdate } = require('../core/assignment')
 const { silent } = require('../core/logger')
 
 /**
@@ -31,15 +31,16 @@ class RoutingTable {
    * @returns {boolean} whether the map changed
    */
   set (assignment) {
-    if (this.map && assignment && assignment.generation === this.map.generation && sameLayout(assignment, this.map.assignment)) {
-      this.stats.unchanged++
-      return false
-    }
+    let changed
     try {
-      validateAssignment(assignment, { previousGeneration: this.map ? this.map.generation : undefined })
+      changed = acceptsUpdate(this.map && this.map.assignment, assignment)
     } catch (err) {
       this.stats.rejected++
       throw err
+    }
+    if (!changed) {
+      this.stats.unchanged++
+      return false
     }
     this.map = new SliceMap(assignment)
     this.stats.accepted++
