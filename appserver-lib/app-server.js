@@ -6,11 +6,13 @@ const { Registry, Gauge } = require('prom-client')
 const { ShardGuard } = require('./shard-guard')
 const { shardGuardMiddleware, defaultKeyFrom } = require('./middleware')
 const { createControlApp } = require('./control-app')
-const { ControllerClient } = require('./controller-client')
+const { ControllerClient } = require('../core/controller-client')
 const { jsonErrorHandler, listen, close } = require('../core/http')
 const { InvalidArgumentError, NotFoundError } = require('../core/errors')
 const { silent } = require('../core/logger')
-const { Membership } = require('./membership')
+const { pollUntil } = require('../core/poll')
+const { Membership } = require('../core/membership')
+const { LeaseKeeper } = require('./lease-keeper')
 
 /** Every option of createAppServer and its default. */
 const defaults = Object.freeze({
@@ -23,6 +25,14 @@ const defaults = Object.freeze({
   reregisterMs: 10000, // re-register this often (idempotent) so a restarted controller relearns us; 0 disables
   keyFrom: defaultKeyFrom,
   enforceOwnership: true, // false: serve every key (no 421), still counting; for non-Chopper baselines
+  // 'strict': admit only under a live lease from the controller (exclusive
+  // admission; a controller outage longer than a lease stops this server).
+  // 'available': keep serving the last map without a controller. See docs/ownership.md.
+  consistency: 'available',
+  renewMs: 250, // lease renewal period (the controller's leaseMs is several times this)
+  holdMs: 2000, // a request for a slice in handoff waits this long for the grant
+  drainTimeoutMs: 1000, // a revoke push waits this long for in-flight requests before answering
+  drainDeadlineMs: 15000, // drain(): give up waiting for the controller to move our slices after this
   logger: silent
 })
 
@@ -45,7 +55,11 @@ function createAppServer (options) {
   const log = logger.child({ component: 'appserver', serverId: id })
   const registry = opts.registry || new Registry()
 
-  const guard = new ShardGuard({ serverId: id, onAcquire: opts.onAcquire, onRelease: opts.onRelease, logger: log })
+  for (const k of ['renewMs', 'drainTimeoutMs', 'drainDeadlineMs']) {
+    if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
+  }
+  const guard = new ShardGuard({ serverId: id, onAcquire: opts.onAcquire, onRelease: opts.onRelease, consistency: opts.consistency, holdMs: opts.holdMs, logger: log })
+  if (opts.consistency === 'strict' && !controllerUrl) log.warn('consistency is strict but there is no controller to grant leases: admission follows pushed maps only')
   registerGuardMetrics(registry, guard)
 
   const data = express()
@@ -58,47 +72,99 @@ function createAppServer (options) {
   data.use(jsonErrorHandler(log))
 
   const dataServer = http.createServer(data)
-  const controlServer = http.createServer(createControlApp({ guard, registry, logger: log }))
+  const controlServer = http.createServer(createControlApp({ guard, registry, drainTimeoutMs: opts.drainTimeoutMs, logger: log }))
   const client = controllerUrl ? new ControllerClient({ controllerUrl }) : null
   let urls = null
   let membership = null
+  let leases = null
+  let draining = null
 
   async function start () {
     const dataPort = await listen(dataServer, port, host)
     const ctlPort = await listen(controlServer, controlPort, host)
     urls = { url: `http://${advertiseHost}:${dataPort}`, controlUrl: `http://${advertiseHost}:${ctlPort}` }
     if (client) {
-      membership = new Membership({
-        register: () => client.registerServer({ id, ...urls, generation: guard.generation }),
-        deregister: () => client.deregisterServer(id),
+      leases = new LeaseKeeper({
+        guard,
+        renew: (report) => client.renewLease(id, report),
         install: installFromController,
+        onUnknown: () => { if (!draining) membership.reregister() },
+        renewMs: opts.renewMs,
+        logger: log
+      })
+      membership = new Membership({
+        // The registration answer carries a lease too, measured from when the request left.
+        register: async () => {
+          const sentAt = guard.now()
+          return { body: await client.registerServer({ id, ...urls, generation: guard.generation }), sentAt }
+        },
+        deregister: () => client.deregisterServer(id),
+        install: ({ body, sentAt }) => leases.apply(body, sentAt),
         registerTimeoutMs,
         reregisterMs: opts.reregisterMs,
         what: `${id} with ${controllerUrl}`,
         logger: log
       })
       await membership.start()
+      leases.start()
     }
     log.info(urls, 'app server listening')
     return urls
   }
 
-  function installFromController (body) {
-    if (!body || !body.assignment) return
+  function installFromController (assignment) {
+    if (!assignment) return
     try {
-      guard.setAssignment(body.assignment)
+      guard.setAssignment(assignment)
     } catch (err) {
       // A push may already have installed a newer generation: that is fine.
       if (err.code !== 'CHOPPER_ERR_STALE_GENERATION') throw err
     }
   }
 
+  /**
+   * Graceful drain (SIGTERM): ask the controller to hand our slices to
+   * others, wait until it has granted them elsewhere (a map that no longer
+   * names us, with no handoff in progress) and every request we admitted has
+   * finished, then deregister. Requests that still reach us meanwhile get a
+   * 421 and are re-routed by the front end. Idempotent.
+   */
+  function drain () {
+    if (!draining) draining = doDrain()
+    return draining
+  }
+
+  async function doDrain () {
+    if (!client || !membership) return { drained: true, reason: 'no controller' }
+    const t0 = Date.now()
+    try {
+      await client.drainServer(id)
+    } catch (err) {
+      log.warn({ err: { code: err.code, message: err.message } }, 'drain request failed; deregistering directly')
+    }
+    let done = false
+    try {
+      await pollUntil(() => {
+        const m = guard.map
+        return !m || (!m.hasMoving && !m.owners.includes(id) && guard.drainedGeneration === guard.generation)
+      }, { timeoutMs: opts.drainDeadlineMs, intervalMs: 20, what: `the controller to move ${id}'s slices away` })
+      done = true
+    } catch (err) {
+      log.warn({ err: { code: err.code, message: err.message } }, 'drain did not complete; deregistering anyway')
+    }
+    leases.stop()
+    await membership.stop()
+    log.info({ ms: Date.now() - t0, done }, 'drained')
+    return { drained: done }
+  }
+
   async function closeServer () {
+    if (leases) leases.stop()
     if (membership) await membership.stop()
     await Promise.all([close(dataServer), close(controlServer)])
   }
 
-  return { start, close: closeServer, guard, registry, get urls () { return urls } }
+  return { start, close: closeServer, drain, guard, registry, get urls () { return urls }, get leases () { return leases } }
 }
 
 function registerGuardMetrics (registry, guard) {
@@ -111,9 +177,12 @@ function registerGuardMetrics (registry, guard) {
   stat('chopper_appserver_requests_admitted', 'Requests admitted for owned slices', 'admitted')
   stat('chopper_appserver_requests_misdirected', 'Requests refused with 421 (slice not owned)', 'misdirected')
   stat('chopper_appserver_requests_stale_routed', 'Requests routed with a generation older than ours', 'staleRouted')
+  stat('chopper_appserver_requests_held', 'Requests held for a handoff or a newer map before being decided', 'held')
+  stat('chopper_appserver_requests_lease_refused', 'Requests refused because the lease had run out (strict mode)', 'leaseRefused')
   stat('chopper_appserver_assignments_accepted', 'Assignments installed', 'assignmentsAccepted')
   stat('chopper_appserver_assignments_rejected', 'Assignment pushes rejected as invalid or stale', 'assignmentsRejected')
   new Gauge({ name: 'chopper_appserver_generation', help: 'Installed assignment generation', registers: [registry], collect () { this.set(guard.generation) } }) // eslint-disable-line no-new
+  new Gauge({ name: 'chopper_appserver_lease_valid', help: '1 while the lease is live (strict mode), 0 when it ran out, -1 when leases are not in force', registers: [registry], collect () { this.set(guard.leasesEnforced ? (guard.leaseValid() ? 1 : 0) : -1) } }) // eslint-disable-line no-new
 }
 
 module.exports = { createAppServer, defaults }

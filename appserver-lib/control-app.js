@@ -8,7 +8,7 @@ const { MalformedBodyError } = require('../core/errors')
  * The app server's control plane, on its own port: assignment pushes, load
  * reports, health and metrics. Nothing here is mounted on the data port.
  */
-function createControlApp ({ guard, registry, logger }) {
+function createControlApp ({ guard, registry, drainTimeoutMs = 1000, logger }) {
   const app = express()
   app.disable('x-powered-by')
   app.use(express.json({ limit: '64mb' }))
@@ -17,13 +17,18 @@ function createControlApp ({ guard, registry, logger }) {
     try {
       if (!req.is('application/json')) throw new MalformedBodyError('expected an application/json assignment body')
       const { changed, hooks } = guard.setAssignment(req.body)
+      let hookError
       try {
         await hooks
       } catch (err) {
         // The map is installed; a failed hook is the app's to report.
-        return res.status(200).json({ accepted: true, changed, generation: guard.generation, hookError: err.message })
+        hookError = err.message
       }
-      res.json({ accepted: true, changed, generation: guard.generation })
+      // The acknowledgement of a revoke: answer once the requests admitted
+      // under older maps finished (bounded; the controller falls back on the
+      // lease when this times out), so the next owner starts after them.
+      const drained = await guard.waitDrained(drainTimeoutMs)
+      res.json({ accepted: true, changed, generation: guard.generation, drainedGeneration: guard.drainedGeneration, drained, ...(hookError ? { hookError } : {}) })
     } catch (err) {
       // A stale push is routine (registration can install a newer map first); anything else is not.
       const level = err.code === 'CHOPPER_ERR_STALE_GENERATION' ? 'debug' : 'warn'
@@ -36,12 +41,16 @@ function createControlApp ({ guard, registry, logger }) {
     res.json({ generation: guard.generation, assignment: guard.map ? guard.map.assignment : null })
   })
 
+  // Not destructive: counts stay until the controller acknowledges the report
+  // that carried them (?instance=&seq= of the last report it used).
   app.get('/v1/load', (req, res) => {
-    res.json(guard.report())
+    const seq = Number(req.query.seq)
+    const instance = typeof req.query.instance === 'string' ? req.query.instance : undefined
+    res.json(guard.report({ instance, seq: Number.isSafeInteger(seq) ? seq : undefined }))
   })
 
   app.get('/healthz', (req, res) => {
-    res.json({ ok: true, serverId: guard.serverId, generation: guard.generation })
+    res.json({ ok: true, serverId: guard.serverId, generation: guard.generation, drainedGeneration: guard.drainedGeneration, consistency: guard.consistency, leaseValid: guard.leasesEnforced ? guard.leaseValid() : null })
   })
 
   app.get('/metrics', async (req, res, next) => {

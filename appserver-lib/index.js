@@ -3,6 +3,5 @@
 module.exports = {
   ...require('./app-server'),
   ...require('./shard-guard'),
-  ...require('./middleware'),
-  ...require('./controller-client')
+  ...require('./middleware')
 }

@@ -1,23 +1,31 @@
 'use strict'
 
+const { performance } = require('node:perf_hooks')
 const { SliceMap } = require('../core/slice-map')
 const { sliceKey } = require('../core/keyspace')
 const { acceptsUpdate, ownedRanges } = require('../core/assignment')
 const { subtract } = require('../core/ranges')
-const { NotOwnerError, InvalidArgumentError } = require('../core/errors')
+const { NotOwnerError, LeaseExpiredError, InvalidArgumentError } = require('../core/errors')
 const { silent } = require('../core/logger')
+const { LoadLedger } = require('./load-ledger')
 
 const noop = () => {}
+const CONSISTENCY = ['strict', 'available']
 
 /**
  * The framework-free core of appserver-lib: holds this server's view of the
- * assignment, decides ownership per key, and counts requests per slice.
+ * assignment, decides admission per key, tracks in-flight requests per map
+ * generation (for fenced handoff), holds the lease (strict mode), and counts
+ * requests per slice.
+ *
+ * Admission needs three things (docs/ownership.md): the key's slice names this
+ * server first, the slice is not `moving` (a handoff in progress), and, in
+ * `strict` mode once leases are in force, the lease has not run out.
  *
  * Counting is allocation-free on the request path: one Float64Array slot per
  * slice of the current map. Counts of an older map are folded into range
- * entries when a new map arrives, so a report always describes real ranges
- * even when the layout changed mid-period; the controller spreads them over
- * its current slices (core/assignment.js spreadLoads).
+ * entries of the load ledger when a new map arrives, so a report always
+ * describes real ranges even when the layout changed mid-period.
  */
 class ShardGuard {
   /**
@@ -25,26 +33,78 @@ class ShardGuard {
    * @param {string} options.serverId this server's id, as registered
    * @param {(ranges, ctx) => any} [options.onAcquire] called with ranges gained
    * @param {(ranges, ctx) => any} [options.onRelease] called with ranges lost
+   * @param {'strict'|'available'} [options.consistency] strict: admit only under a live lease (once leases are in force)
+   * @param {number} [options.holdMs] how long a request for a slice in handoff (or routed with a newer generation) waits for the map that decides it
+   * @param {() => number} [options.now] monotonic clock in ms (performance.now)
    * @param {import('pino').Logger} [options.logger]
    */
-  constructor ({ serverId, onAcquire = noop, onRelease = noop, logger = silent } = {}) {
+  constructor ({ serverId, onAcquire = noop, onRelease = noop, consistency = 'available', holdMs = 2000, now = () => performance.now(), logger = silent } = {}) {
     if (typeof serverId !== 'string' || serverId.length === 0) throw new InvalidArgumentError('invalid serverId: expected a non-empty string')
     if (typeof onAcquire !== 'function') throw new InvalidArgumentError('invalid onAcquire: expected a function')
     if (typeof onRelease !== 'function') throw new InvalidArgumentError('invalid onRelease: expected a function')
+    if (!CONSISTENCY.includes(consistency)) throw new InvalidArgumentError(`invalid consistency: expected one of ${CONSISTENCY.join(', ')}, got ${JSON.stringify(consistency)}`)
+    if (!Number.isInteger(holdMs) || holdMs < 0) throw new InvalidArgumentError('invalid holdMs: expected an integer >= 0')
     this.serverId = serverId
     this.onAcquire = onAcquire
     this.onRelease = onRelease
+    this.consistency = consistency
+    this.holdMs = holdMs
+    this.now = now
     this.logger = logger
     this.map = null
     this.owned = new Uint8Array(0)
     this.counts = new Float64Array(0)
-    this.pending = [] // { start, end, count } from earlier maps, not yet reported
-    this.stats = { admitted: 0, misdirected: 0, staleRouted: 0, assignmentsAccepted: 0, assignmentsRejected: 0 }
+    this.ledger = new LoadLedger()
+    // Leases: enforced in strict mode once the first grant arrived (a server
+    // with no controller has nobody to grant one).
+    this.leasesEnforced = false
+    this.leaseExpiresAt = -Infinity
+    // In-flight requests per map: { generation, inflight }; older ones that
+    // still have requests running, oldest first.
+    this.current = null
+    this.older = []
+    this.drainWaiters = []
+    this.mapWaiters = []
+    this.stats = { admitted: 0, misdirected: 0, staleRouted: 0, held: 0, leaseRefused: 0, assignmentsAccepted: 0, assignmentsRejected: 0 }
   }
 
   /** Current generation, 0 before the first assignment. */
   get generation () {
     return this.map ? this.map.generation : 0
+  }
+
+  /**
+   * The highest generation g such that no request admitted under a map older
+   * than g is still running: what the controller waits for before it grants a
+   * revoked slice to its next owner.
+   */
+  get drainedGeneration () {
+    return this.older.length > 0 ? this.older[0].generation : this.generation
+  }
+
+  /** True while leases are enforced and the lease is live. */
+  leaseValid () {
+    return this.now() < this.leaseExpiresAt
+  }
+
+  /**
+   * A lease grant from the controller. `sentAt` is when the request that
+   * produced it left (this clock): the controller measures from when it
+   * granted, which is later, so this server's lease always ends first.
+   * The grant counts only when this server holds `minGeneration` or newer.
+   * @returns {boolean} whether the lease was extended
+   */
+  applyLease ({ leaseMs, minGeneration = 0 }, sentAt) {
+    if (!Number.isFinite(leaseMs) || leaseMs <= 0 || !Number.isFinite(sentAt)) return false
+    if (this.generation < minGeneration) return false
+    this.leasesEnforced = true
+    this.leaseExpiresAt = Math.max(this.leaseExpiresAt, sentAt + leaseMs)
+    return true
+  }
+
+  /** Give up the lease at once (drain, shutdown). */
+  dropLease () {
+    this.leaseExpiresAt = -Infinity
   }
 
   /**
@@ -70,18 +130,22 @@ class ShardGuard {
     this.#flushCounts()
     const map = new SliceMap(assignment)
     const owned = new Uint8Array(map.size)
-    for (let i = 0; i < map.size; i++) owned[i] = map.owners[i] === this.serverId ? 1 : 0
+    for (let i = 0; i < map.size; i++) owned[i] = map.owners[i] === this.serverId && map.moving[i] === 0 ? 1 : 0
     // Hooks run synchronously around the switch so that no request is checked
     // against the new map before the app has seen what changed (race-free).
     const ctx = { generation: assignment.generation, assignment }
     const results = []
     if (released.length) results.push(this.#callHook('onRelease', released, ctx))
+    if (this.current && this.current.inflight > 0) this.older.push(this.current)
+    this.current = { generation: assignment.generation, inflight: 0 }
     this.map = map
     this.owned = owned
     this.counts = new Float64Array(map.size)
     if (acquired.length) results.push(this.#callHook('onAcquire', acquired, ctx))
     this.stats.assignmentsAccepted++
-    this.logger.info({ generation: assignment.generation, slices: map.size, acquired: acquired.length, released: released.length }, 'assignment installed')
+    this.logger.info({ generation: assignment.generation, slices: map.size, acquired: acquired.length, released: released.length, moving: map.hasMoving }, 'assignment installed')
+    this.#wake(this.mapWaiters)
+    if (this.older.length === 0) this.#wake(this.drainWaiters)
     return { changed: true, acquired, released, hooks: Promise.all(results) }
   }
 
@@ -101,13 +165,15 @@ class ShardGuard {
     if (!this.map) return
     const slices = this.map.assignment.slices
     for (let i = 0; i < this.counts.length; i++) {
-      if (this.counts[i] > 0) this.pending.push({ start: slices[i].start, end: slices[i].end, count: this.counts[i] })
+      if (this.counts[i] > 0) this.ledger.add(slices[i].start, slices[i].end, this.counts[i])
     }
+    this.counts.fill(0)
   }
 
   /**
-   * Index of the owned slice holding `key` (a slice key), or -1 when this
-   * server does not own it. Counts the request either way.
+   * Index of the slice holding `key` (a slice key) when this server may admit
+   * it now, or -1. Counts the request either way. Callers that admit must call
+   * `begin()` and later `end(token)` so a handoff can wait for the request.
    */
   admitSliceKey (key) {
     if (this.map === null) {
@@ -119,18 +185,106 @@ class ShardGuard {
       this.stats.misdirected++
       return -1
     }
+    if (this.consistency === 'strict' && this.leasesEnforced && !this.leaseValid()) {
+      this.stats.leaseRefused++
+      return -2
+    }
     this.counts[i]++
     this.stats.admitted++
     return i
   }
 
+  /** Mark a request admitted under the current map as running; returns the token for `end`. */
+  begin () {
+    const t = this.current
+    t.inflight++
+    return t
+  }
+
+  /** A request admitted under `token`'s map finished. */
+  end (token) {
+    token.inflight--
+    if (token.inflight > 0 || token === this.current) return
+    const at = this.older.indexOf(token)
+    if (at === -1) return
+    this.older.splice(at, 1)
+    if (this.older.length === 0 || at === 0) this.#wake(this.drainWaiters)
+  }
+
+  /**
+   * Whether a request this server refused should wait for a newer map rather
+   * than be refused now: it was routed with a newer generation than ours (the
+   * map that decides it is on its way), or its slice is ours but still moving
+   * (the grant is on its way).
+   */
+  shouldHold (key, routedGeneration) {
+    if (this.holdMs === 0) return false
+    if (routedGeneration > this.generation) return true
+    if (this.map === null) return false
+    const i = this.map.indexOf(key)
+    return this.map.moving[i] === 1 && this.map.owners[i] === this.serverId
+  }
+
+  /**
+   * Admit slice key `key`, waiting (up to holdMs) for the map that decides it
+   * when `shouldHold` says so. Resolves the slice index, -1 (not ours) or -2
+   * (lease expired).
+   */
+  async admitOrHold (key, routedGeneration) {
+    const deadline = this.now() + this.holdMs
+    let held = false
+    for (;;) {
+      const i = this.admitSliceKey(key)
+      if (i !== -1) return i
+      const left = deadline - this.now()
+      if (left <= 0 || !this.shouldHold(key, routedGeneration)) return i
+      if (!held) this.stats.held++
+      held = true
+      this.stats.misdirected-- // counted again when it is finally decided
+      await this.#waitFor(this.mapWaiters, left)
+    }
+  }
+
+  /** Resolves true once every request admitted under maps before the current one finished, false on timeout. */
+  async waitDrained (timeoutMs) {
+    const deadline = this.now() + timeoutMs
+    while (this.older.length > 0) {
+      const left = deadline - this.now()
+      if (left <= 0) return false
+      await this.#waitFor(this.drainWaiters, left)
+    }
+    return true
+  }
+
+  #waitFor (list, ms) {
+    return new Promise((resolve) => {
+      const w = { resolve, timer: null }
+      w.timer = setTimeout(() => {
+        const at = list.indexOf(w)
+        if (at !== -1) list.splice(at, 1)
+        resolve(false)
+      }, Math.max(1, Math.ceil(ms)))
+      list.push(w)
+    })
+  }
+
+  #wake (list) {
+    for (const w of list.splice(0)) {
+      clearTimeout(w.timer)
+      w.resolve(true)
+    }
+  }
+
   /**
    * Check and count an application key. Returns its slice key when this server
-   * owns it; throws NotOwnerError (421) otherwise.
+   * may admit it; throws NotOwnerError or LeaseExpiredError (421) otherwise.
+   * (No in-flight tracking: for callers that do their own.)
    */
   admit (appKey) {
     const key = sliceKey(appKey)
-    if (this.admitSliceKey(key) === -1) throw this.notOwnerError(appKey)
+    const i = this.admitSliceKey(key)
+    if (i === -1) throw this.notOwnerError(appKey)
+    if (i === -2) throw this.leaseExpiredError()
     return key
   }
 
@@ -141,22 +295,29 @@ class ShardGuard {
     return err
   }
 
+  /** The 421 for a strict server whose lease ran out: it cannot know whether it still owns anything. */
+  leaseExpiredError () {
+    const err = new LeaseExpiredError(`server ${this.serverId} has no live lease from the controller; it admits nothing until it renews`)
+    err.generation = this.generation
+    return err
+  }
+
   /** Note the generation a front end routed with (ringpop-style checksum). */
   observeRoutedGeneration (generation) {
     if (generation < this.generation) this.stats.staleRouted++
   }
 
   /**
-   * Per-range request counts since the last report; resets the counters.
-   * @returns {{ serverId, generation, entries: {start,end,count}[] }}
+   * Per-range request counts not yet acknowledged by the controller
+   * (appserver-lib/load-ledger.js). Reading does not lose anything: pass the
+   * last report the controller used as `ack`.
+   * @param {{ instance?: string, seq?: number }} [ack]
+   * @returns {{ serverId, generation, instance, seq, frames, entries: {start,end,count}[] }}
    */
-  report () {
+  report (ack) {
     this.#flushCounts()
-    if (this.map) this.counts.fill(0)
-    const entries = this.pending
-    this.pending = []
-    return { serverId: this.serverId, generation: this.generation, entries }
+    return { serverId: this.serverId, generation: this.generation, ...this.ledger.read(ack) }
   }
 }
 
-module.exports = { ShardGuard }
+module.exports = { ShardGuard, CONSISTENCY }

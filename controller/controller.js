@@ -5,12 +5,16 @@ const express = require('express')
 const { Registry, Counter, Gauge } = require('prom-client')
 const { Pusher } = require('./pusher')
 const { LoadCollector } = require('./load-collector')
+const { LeaseTable } = require('./leases')
+const { HandoffTracker } = require('./handoff-tracker')
+const { planHandoff } = require('./handoff-plan')
 const { getStrategy } = require('./strategies')
-const { sameLayout, spreadLoads, serverLoads, imbalance, keyChurn } = require('../core/assignment')
-const { KEYSPACE_SIZE } = require('../core/keyspace')
+const { sameLayout, spreadLoads, serverLoads, imbalance, keyChurn, withoutMoving } = require('../core/assignment')
+const { KEYSPACE_SIZE, sliceKey } = require('../core/keyspace')
 const { jsonErrorHandler, listen, close } = require('../core/http')
 const { InvalidArgumentError, NoAssignmentError, UnknownServerError } = require('../core/errors')
 const { silent } = require('../core/logger')
+const { pollUntil } = require('../core/poll')
 
 /** Every option of createController and its default. */
 const defaults = Object.freeze({
@@ -21,8 +25,15 @@ const defaults = Object.freeze({
   strategyOptions: {}, // thresholds, see docs/algorithm.md
   periodMs: 5000,
   historySize: 120, // rounds kept for /v1/status
-  evictAfterFailures: 3, // consecutive failed load collections before a server is dropped
+  evictAfterFailures: 3, // consecutive failed load collections before a server is dropped (re-registering does not reset the count)
   requestTimeoutMs: 2000, // pushes and load collection
+  // Fenced handoff (docs/ownership.md): 'fenced' revokes, waits for the old
+  // owner's acknowledgement (or its lease to lapse), then grants; 'none' pushes
+  // the new map to everyone at once (the old behaviour; for comparison).
+  handoff: 'fenced',
+  leaseMs: 1500, // member lease; a silent member's slices move once it lapsed (plus the margin)
+  leaseMarginMs: 100, // added on the controller's side for clock-rate drift
+  leaseCheckMs: 50, // how often lapsed leases and handoff deadlines are checked
   logger: silent
 })
 
@@ -38,18 +49,35 @@ function createController (options = {}) {
   const opts = { ...defaults, ...options }
   if (!Number.isInteger(opts.periodMs) || opts.periodMs < 10) throw new InvalidArgumentError('invalid periodMs: expected an integer >= 10')
   if (!Number.isInteger(opts.evictAfterFailures) || opts.evictAfterFailures < 1) throw new InvalidArgumentError('invalid evictAfterFailures: expected an integer >= 1')
+  if (!['fenced', 'none'].includes(opts.handoff)) throw new InvalidArgumentError('invalid handoff: expected "fenced" or "none"')
+  for (const k of ['leaseMs', 'leaseCheckMs']) {
+    if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
+  }
+  if (!Number.isInteger(opts.leaseMarginMs) || opts.leaseMarginMs < 0) throw new InvalidArgumentError('invalid leaseMarginMs: expected an integer >= 0')
   const strategy = getStrategy(opts.strategy)
   const strategyOptions = { ...opts.strategyOptions }
   // Validate the strategy options now rather than at the first round.
   strategy.initial({ probe: { url: 'http://127.0.0.1:1' } }, strategyOptions)
   const log = opts.logger.child({ component: 'controller' })
 
-  const servers = new Map() // id -> { url, controlUrl, failures }
+  const servers = new Map() // id -> { url, controlUrl, failures, draining, generation, drainedGeneration }
   const frontends = new Map() // id -> { controlUrl }
-  const pusher = new Pusher({ timeoutMs: opts.requestTimeoutMs, logger: log })
+  // Failed-collection counts outlive a server's record: re-registering resets
+  // nothing (a server the controller cannot reach but that can reach the
+  // controller must still be evicted). Cleared by a successful collection.
+  const failureCounts = new Map()
+  const pusher = new Pusher({ timeoutMs: opts.requestTimeoutMs, logger: log, onAck: onPushAck })
   const collector = new LoadCollector({ timeoutMs: Math.min(opts.requestTimeoutMs, Math.max(50, Math.floor(opts.periodMs / 2))) })
+  const leases = new LeaseTable({ leaseMs: opts.leaseMs, marginMs: opts.leaseMarginMs })
+  const handoff = new HandoffTracker()
+  const fenced = opts.handoff === 'fenced'
   const history = []
+  // `assignment` is the newest map issued (a revoke map while a handoff is in
+  // progress); `target` is the layout a handoff in progress will grant.
   let assignment = null
+  let target = null
+  const handoffs = { revokes: 0, grants: 0, direct: 0, leaseLapses: 0 }
+  const lastEntries = new Map() // server id -> its last successful load report (stand-in while its load is unknown)
   let pristine = true // no traffic seen yet: membership changes re-lay the keyspace evenly
   // Highest generation any member reported holding. After a controller restart
   // members hold generations this process never issued; numbering above them
@@ -67,6 +95,8 @@ function createController (options = {}) {
     churn: new Counter({ name: 'chopper_controller_key_churn_total', help: 'Key-range length moved between servers', registers }),
     collectFailures: new Counter({ name: 'chopper_controller_load_collection_failures_total', help: 'Failed load collections', labelNames: ['server'], registers }),
     evictions: new Counter({ name: 'chopper_controller_evictions_total', help: 'Servers dropped after failing load collection', registers }),
+    leaseExpiries: new Counter({ name: 'chopper_controller_lease_expiries_total', help: 'Servers dropped because their lease lapsed (silent: killed, hung or cut off)', registers }),
+    handoffs: new Counter({ name: 'chopper_controller_handoffs_total', help: 'Fenced handoffs by outcome: acked (every loser drained) or lapsed (some loser\'s lease lapsed first)', labelNames: ['outcome'], registers }),
     imbalance: new Gauge({ name: 'chopper_controller_imbalance', help: 'Imbalance (max/mean server load) of the last period', registers })
   }
   new Gauge({ name: 'chopper_controller_generation', help: 'Current assignment generation', registers, collect () { this.set(assignment ? assignment.generation : 0) } }) // eslint-disable-line no-new
@@ -75,20 +105,110 @@ function createController (options = {}) {
 
   function serverMap () {
     const out = {}
-    for (const [id, s] of servers) out[id] = { url: s.url }
+    for (const [id, s] of servers) if (!s.draining) out[id] = { url: s.url }
     return out
   }
 
-  /** Install `next` if its layout differs, with the next generation, and push it. */
+  /** The layout strategies work from: the target of a handoff in progress, else the current map. */
+  function layout () {
+    return target || (assignment && withoutMoving(assignment))
+  }
+
+  function nextGeneration () {
+    return Math.max(assignment ? assignment.generation : 0, generationFloor) + 1
+  }
+
+  function issue (a, reason, phase) {
+    assignment = a
+    pusher.publish(assignment)
+    log.info({ generation: a.generation, reason, phase, slices: a.slices.length }, 'new assignment')
+  }
+
+  /**
+   * Make `next` the layout. Fenced (docs/ownership.md): when some server that
+   * may admit a range now does not own it in `next`, first issue the revoke
+   * map (moving slices, nobody admits them), and grant `next` once every such
+   * loser has drained it or its lease has lapsed. Otherwise, and with
+   * handoff 'none', issue `next` at once.
+   */
   function commit (next, reason) {
-    if (assignment && next && sameLayout(next, assignment)) return false
-    const generation = Math.max(assignment ? assignment.generation : 0, generationFloor) + 1
-    assignment = next ? { ...next, generation } : null
-    if (assignment) {
-      pusher.publish(assignment)
-      log.info({ generation, reason, slices: assignment.slices.length }, 'new assignment')
+    const current = layout()
+    if (current && next && sameLayout(next, current)) return false
+    if (!next) {
+      assignment = null
+      target = null
+      handoff.clear()
+      return true
+    }
+    if (!fenced || !assignment) {
+      issue({ ...next, generation: nextGeneration() }, reason, 'direct')
+      return true
+    }
+    const plan = planHandoff(assignment, next)
+    const revokeGeneration = nextGeneration()
+    const now = leases.now()
+    for (const id of plan.losers) {
+      // A loser whose lease already lapsed admits nothing: no need to wait for it.
+      const deadline = leases.expiresAt(id)
+      if (deadline > now) handoff.add(id, revokeGeneration, deadline)
+    }
+    if (handoff.idle) {
+      target = null
+      handoffs.direct++
+      issue({ ...next, generation: revokeGeneration }, reason, 'direct')
+      return true
+    }
+    target = next
+    handoffs.revokes++
+    issue({ ...plan.revoke, generation: revokeGeneration }, reason, 'revoke')
+    for (const id of plan.losers) {
+      const s = servers.get(id)
+      if (s) noteDrained(id, s.drainedGeneration)
     }
     return true
+  }
+
+  /** Every loser is done: grant the target layout. */
+  function maybeGrant (outcome) {
+    if (!target || !handoff.idle) return
+    const next = target
+    target = null
+    handoffs.grants++
+    m.handoffs.inc({ outcome })
+    issue({ ...next, generation: nextGeneration() }, 'grant', 'grant')
+  }
+
+  /** A member reported the generation it has drained (push answer or lease renewal). */
+  function noteDrained (id, drainedGeneration) {
+    if (!Number.isSafeInteger(drainedGeneration)) return
+    const s = servers.get(id)
+    if (s) s.drainedGeneration = Math.max(s.drainedGeneration || 0, drainedGeneration)
+    if (handoff.ack(id, drainedGeneration)) maybeGrant('acked')
+  }
+
+  function onPushAck (key, body) {
+    if (!key.startsWith('server:') || !body) return
+    const id = key.slice('server:'.length)
+    const s = servers.get(id)
+    if (s && Number.isSafeInteger(body.generation)) s.generation = body.generation
+    noteDrained(id, body.drainedGeneration)
+  }
+
+  /** Periodic: drop members whose lease lapsed; settle revokes whose losers' leases lapsed. */
+  function checkLeases () {
+    const now = leases.now()
+    const lapsed = handoff.expire(now)
+    if (lapsed.length) {
+      handoffs.leaseLapses += lapsed.length
+      log.warn({ servers: lapsed }, 'revoke not acknowledged before the lease lapsed; granting anyway')
+      maybeGrant('lapsed')
+    }
+    for (const id of leases.takeExpired()) {
+      if (!servers.has(id)) continue
+      m.leaseExpiries.inc()
+      log.error({ server: id, leaseMs: opts.leaseMs }, 'lease lapsed: the server stopped renewing; moving its slices')
+      removeServer(id, 'lease-lapsed')
+    }
   }
 
   /**
@@ -106,41 +226,71 @@ function createController (options = {}) {
     }
   }
 
-  function addServer (id, url, controlUrl) {
+  function addServer (id, url, controlUrl, generation) {
     const known = servers.get(id)
-    servers.set(id, { url, controlUrl, failures: 0 })
+    const same = known && known.url === url // a re-registration, not a new incarnation
+    servers.set(id, {
+      url,
+      controlUrl,
+      failures: failureCounts.get(id) || 0,
+      draining: same ? known.draining : false,
+      loadUnknown: same ? known.loadUnknown : false,
+      generation,
+      drainedGeneration: same ? known.drainedGeneration : 0
+    })
     pusher.addTarget(`server:${id}`, controlUrl)
-    if (known && known.url === url) return
-    if (!assignment || pristine) {
-      commit(strategy.initial(serverMap(), strategyOptions), `join ${id}`)
-    } else if (known) {
-      const next = { ...assignment, servers: serverMap() }
-      commit(next, `url change ${id}`)
+    if (same) return
+    const current = layout()
+    const active = Object.keys(serverMap()).length
+    if (!current || pristine) {
+      if (active > 0) commit(strategy.initial(serverMap(), strategyOptions), `join ${id}`)
+    } else if (Object.hasOwn(current.servers, id)) {
+      commit({ ...current, servers: serverMap() }, `url change ${id}`)
     } else {
-      commit(strategy.addServer(assignment, id, url, lastLoadsFor(assignment), strategyOptions), `join ${id}`)
+      commit(strategy.addServer(current, id, url, lastLoadsFor(current), strategyOptions, inputsFor(current)), `join ${id}`)
+    }
+  }
+
+  /** Take `id`'s slices away (leave, eviction, lapsed lease, drain). */
+  function reassignAway (id, reason) {
+    const current = layout()
+    if (!current || !Object.hasOwn(current.servers, id)) return
+    if (Object.keys(serverMap()).every((x) => x === id)) {
+      // Keep numbering above what members hold when servers come back.
+      generationFloor = Math.max(generationFloor, assignment ? assignment.generation : 0)
+      commit(null)
+      log.warn({ server: id }, 'last app server left; no assignment')
+    } else if (pristine) {
+      commit(strategy.initial(serverMap(), strategyOptions), `${reason} ${id}`)
+    } else {
+      // Slices of a leaving server are reassigned at once, not at the next round.
+      const next = strategy.removeServer(current, id, lastLoadsFor(current), strategyOptions, inputsFor(current, id))
+      commit(next, `${reason} ${id}`)
     }
   }
 
   function removeServer (id, reason) {
     if (!servers.has(id)) return false
     servers.delete(id)
+    reassignAway(id, reason)
     pusher.removeTarget(`server:${id}`)
-    if (servers.size === 0) {
-      // Keep numbering above what members hold when servers come back.
-      generationFloor = Math.max(generationFloor, assignment ? assignment.generation : 0)
-      assignment = null
-      log.warn({ server: id }, 'last app server left; no assignment')
-    } else if (pristine) {
-      commit(strategy.initial(serverMap(), strategyOptions), `${reason} ${id}`)
-    } else {
-      // Slices of a leaving server are reassigned at once, not at the next round.
-      commit(strategy.removeServer(assignment, id, lastLoadsFor(assignment), strategyOptions), `${reason} ${id}`)
-    }
+    collector.forget(id)
+    lastEntries.delete(id)
+    leases.delete(id)
     return true
   }
 
   function lastLoadsFor (a) {
     return lastLoads ? spreadLoads(a, lastLoads) : new Float64Array(a.slices.length)
+  }
+
+  /** Strategy inputs: servers whose load is unknown (failed collection) never receive slices. */
+  function inputsFor (a, except) {
+    const unknownServers = []
+    for (const [id, s] of servers) {
+      if (id !== except && s.loadUnknown && Object.hasOwn(a.servers, id)) unknownServers.push(id)
+    }
+    return { unknownServers }
   }
 
   /** One balancing period: collect, rebalance, bump, push (paper 4.3). */
@@ -150,23 +300,41 @@ function createController (options = {}) {
       const t0 = process.hrtime.bigint()
       round++
       if (!assignment) return null
-      const { entries, perServer, failed } = await collector.collect(servers)
+      const { reports, failed } = await collector.collect(servers)
+      const unknown = []
       for (const f of failed) {
         const s = servers.get(f.id)
         m.collectFailures.inc({ server: f.id })
         if (!s) continue
         s.failures++
-        log.warn({ server: f.id, failures: s.failures, err: f.error }, 'load collection failed')
+        s.loadUnknown = true
+        failureCounts.set(f.id, s.failures)
+        unknown.push(f.id)
+        log.warn({ server: f.id, failures: s.failures, err: f.error }, 'load collection failed; its load is unknown this round')
         if (s.failures >= opts.evictAfterFailures) {
           m.evictions.inc()
-          log.error({ server: f.id }, 'evicting unreachable app server')
+          log.error({ server: f.id, failures: s.failures }, 'evicting unreachable app server')
           removeServer(f.id, 'evict')
         }
       }
-      for (const id of Object.keys(perServer)) { const s = servers.get(id); if (s) s.failures = 0 }
+      for (const [id, entries] of reports) {
+        const s = servers.get(id)
+        if (!s) continue
+        s.failures = 0
+        s.loadUnknown = false
+        failureCounts.delete(id)
+        lastEntries.set(id, entries)
+      }
       if (!assignment) return null
 
-      const before = assignment
+      // A server whose load is unknown keeps its last known report (never
+      // zero: a failed collection must not look like the coolest server).
+      const entries = []
+      for (const [id, s] of servers) {
+        const e = reports.get(id) || (s.loadUnknown ? lastEntries.get(id) : null)
+        if (e) for (const x of e) entries.push(x)
+      }
+      const before = layout()
       const loads = spreadLoads(before, entries)
       lastLoads = entries
       const total = loads.reduce((x, y) => x + y, 0)
@@ -176,9 +344,13 @@ function createController (options = {}) {
       let changed = false
       if (total > 0) {
         pristine = false
-        const next = strategy.rebalance(before, loads, strategyOptions)
-        churn = keyChurn(before, next)
-        changed = commit(next, `round ${round}`)
+        if (target) {
+          // A handoff is still in progress: balance again once it is granted.
+        } else {
+          const next = strategy.rebalance(before, loads, strategyOptions, inputsFor(before))
+          churn = keyChurn(before, next)
+          changed = commit(next, `round ${round}`)
+        }
       }
       m.rounds.inc()
       m.churn.inc(churn)
@@ -190,6 +362,7 @@ function createController (options = {}) {
         totalLoad: total,
         perServer: Object.fromEntries(Object.entries(perServerLoad).map(([id, v]) => [id, v.load])),
         imbalance: imb,
+        unknown,
         changed,
         churn,
         churnFraction: churn / KEYSPACE_SIZE,
@@ -232,8 +405,45 @@ function createController (options = {}) {
     if (typeof controlUrl !== 'string' || !URL_RE.test(controlUrl)) bad('invalid controlUrl: expected http(s)://host:port')
     if (url === controlUrl) bad('invalid controlUrl: the control plane must listen on its own port')
     noteGeneration(generation)
-    addServer(id, url, controlUrl)
-    res.status(201).json({ assignment })
+    addServer(id, url, controlUrl, generation)
+    // The registration answer carries a lease: the member holds the current
+    // map once it installs this answer's assignment.
+    res.status(201).json({ assignment, lease: leases.grant(id, assignment ? assignment.generation : 0) })
+  })
+  app.post('/v1/servers/:id/lease', (req, res) => {
+    const id = req.params.id
+    const s = servers.get(id)
+    if (!s) throw new UnknownServerError(`unknown app server ${id}: register first`)
+    const { generation, drainedGeneration } = req.body || {}
+    if (!Number.isSafeInteger(generation) || generation < 0) bad('invalid generation: expected a non-negative integer')
+    if (!Number.isSafeInteger(drainedGeneration) || drainedGeneration < 0) bad('invalid drainedGeneration: expected a non-negative integer')
+    s.generation = generation
+    noteDrained(id, drainedGeneration)
+    // Renewed only for a member that holds the current map: the answer carries
+    // it when the member is behind, and the member installs it first.
+    const current = assignment ? assignment.generation : 0
+    res.json({ lease: leases.grant(id, current), assignment: generation < current ? assignment : undefined })
+  })
+  app.post('/v1/servers/:id/drain', (req, res) => {
+    const id = req.params.id
+    const s = servers.get(id)
+    if (!s) throw new UnknownServerError(`unknown app server ${id}`)
+    if (!s.draining) {
+      s.draining = true
+      log.info({ server: id }, 'draining: moving its slices to other servers')
+      reassignAway(id, 'drain')
+    }
+    res.json({ draining: id, generation: assignment ? assignment.generation : 0 })
+  })
+  app.post('/v1/move', async (req, res) => {
+    const { key, sliceKey: sk, to, wait = false } = req.body || {}
+    if (key !== undefined && (typeof key !== 'string' || key.length === 0)) bad('invalid key: expected a non-empty string')
+    if (sk !== undefined && (!Number.isInteger(sk) || sk < 0 || sk >= KEYSPACE_SIZE)) bad('invalid sliceKey: expected an integer in [0, 2^32)')
+    if ((key === undefined) === (sk === undefined)) bad('pass exactly one of key and sliceKey')
+    if (typeof wait !== 'boolean') bad('invalid wait: expected a boolean')
+    const out = moveSlice(key !== undefined ? sliceKey(key) : sk, to)
+    if (wait) await settled(Math.max(5000, 4 * opts.leaseMs))
+    res.json({ ...out, generation: assignment ? assignment.generation : 0, settled: target === null })
   })
   app.delete('/v1/servers/:id', (req, res) => {
     if (!removeServer(req.params.id, 'leave')) throw new UnknownServerError(`unknown app server ${req.params.id}`)
@@ -265,6 +475,31 @@ function createController (options = {}) {
   })
   app.use(jsonErrorHandler(log))
 
+  /**
+   * Hand the slice holding slice key `k` to server `to` (an operator's move;
+   * the tests drive many of them). Fenced like any other change.
+   */
+  function moveSlice (k, to) {
+    const current = layout()
+    if (!current) throw new NoAssignmentError('no assignment: no app server has registered')
+    if (typeof to !== 'string' || !Object.hasOwn(current.servers, to)) throw new UnknownServerError(`unknown or draining app server ${JSON.stringify(to)}`)
+    let i = 0
+    while (current.slices[i].end <= k) i++
+    const slice = current.slices[i]
+    const out = { start: slice.start, end: slice.end, from: slice.servers[0], to, changed: slice.servers[0] !== to }
+    if (!out.changed) return out
+    pristine = false
+    const slices = current.slices.slice()
+    slices[i] = { start: slice.start, end: slice.end, servers: [to] }
+    commit({ ...current, slices }, `move ${slice.start}-${slice.end} ${slice.servers[0]}->${to}`)
+    return out
+  }
+
+  /** Resolves true when no handoff is in progress, false after `timeoutMs`. */
+  function settled (timeoutMs) {
+    return pollUntil(() => target === null, { timeoutMs, intervalMs: 2, what: 'the handoff to be granted' }).then(() => true, () => false)
+  }
+
   function status () {
     const share = assignment ? serverLoads(assignment, new Float64Array(assignment.slices.length)) : {}
     const last = history[history.length - 1]
@@ -277,9 +512,16 @@ function createController (options = {}) {
         controlUrl: s.controlUrl,
         slices: share[id] ? share[id].slices : 0,
         keyspaceShare: share[id] ? share[id].keys / KEYSPACE_SIZE : 0,
-        lastLoad: last && last.perServer[id] !== undefined ? last.perServer[id] : null,
-        collectionFailures: s.failures
+        lastLoad: last && last.perServer[id] !== undefined && !s.loadUnknown ? last.perServer[id] : null,
+        loadUnknown: Boolean(s.loadUnknown),
+        collectionFailures: s.failures,
+        draining: s.draining,
+        generation: s.generation,
+        drainedGeneration: s.drainedGeneration,
+        leaseRemainingMs: Math.round(leases.remaining(id))
       }])),
+      handoff: { mode: opts.handoff, inProgress: target !== null, waitingFor: handoff.snapshot(leases.now()), ...handoffs },
+      leaseMs: opts.leaseMs,
       frontends: Object.fromEntries([...frontends].map(([id, f]) => [id, { controlUrl: f.controlUrl }])),
       pushes: { ...pusher.stats, lagging: pusher.lagging() },
       rounds: history.slice()
@@ -288,17 +530,20 @@ function createController (options = {}) {
 
   const server = http.createServer(app)
   let url = null
+  let leaseTimer = null
   return {
     app,
     async start () {
       const port = await listen(server, opts.port, opts.host)
       url = `http://${opts.advertiseHost}:${port}`
       schedule()
+      leaseTimer = setInterval(checkLeases, opts.leaseCheckMs)
       log.info({ url, strategy: strategy.name, periodMs: opts.periodMs }, 'controller listening')
       return { url }
     },
     async close () {
       clearTimeout(timer)
+      clearInterval(leaseTimer)
       timer = null
       if (running) await running.catch(() => {})
       pusher.close()
@@ -306,6 +551,8 @@ function createController (options = {}) {
     },
     runRound,
     status,
+    moveSlice,
+    settled,
     registry,
     get assignment () { return assignment },
     get url () { return url }

@@ -10,7 +10,12 @@ const { silent } = require('../core/logger')
  * retry always sends the newest assignment, never a superseded one.
  */
 class Pusher {
-  constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, logger = silent } = {}) {
+  /**
+   * @param {object} [options]
+   * @param {(key: string, body: object) => void} [options.onAck] a target's answer to a push (app servers report the generation they drained)
+   */
+  constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, onAck = () => {}, logger = silent } = {}) {
+    this.onAck = onAck
     this.http = axios.create({ timeout: timeoutMs })
     this.minBackoffMs = minBackoffMs
     this.maxBackoffMs = maxBackoffMs
@@ -65,10 +70,11 @@ class Pusher {
     this.stats.pushes++
     let retry = false
     try {
-      await this.http.put(`${t.url}/v1/assignment`, assignment)
+      const res = await this.http.put(`${t.url}/v1/assignment`, assignment)
       t.acked = assignment.generation
       t.failures = 0
       t.backoff = this.minBackoffMs
+      if (this.targets.get(key) === t) this.onAck(key, res.data)
     } catch (err) {
       const status = err.response && err.response.status
       if (status === 409) {

@@ -6,8 +6,11 @@ const { normalize, overlap } = require('./ranges')
 
 /**
  * An assignment is plain JSON:
- *   { generation, slices: [{ start, end, servers: [id, ...] }], servers: { id: { url } } }
+ *   { generation, slices: [{ start, end, servers: [id, ...], moving? }], servers: { id: { url } } }
  * Slices are half-open [start, end), sorted, and tile [0, 2^32) exactly.
+ * `moving: true` marks a slice in a fenced handoff (docs/ownership.md): routers
+ * send it to `servers[0]`, its new owner, but nobody admits it until the
+ * controller issues the next generation without the mark.
  */
 
 const isUint = (v, max) => Number.isInteger(v) && v >= 0 && v <= max
@@ -40,6 +43,7 @@ function validateAssignment (a, { previousGeneration } = {}) {
     if (s.start > expectedStart) fail(`gap in the keyspace at ${expectedStart} (slices[${i}] starts at ${s.start})`)
     if (s.start < expectedStart) fail(`slices[${i}] overlaps the previous slice or is out of order (start ${s.start} < ${expectedStart})`)
     if (!Array.isArray(s.servers) || s.servers.length === 0) fail(`slices[${i}].servers must be a non-empty array`)
+    if (s.moving !== undefined && typeof s.moving !== 'boolean') fail(`slices[${i}].moving must be a boolean when present`)
     for (const id of s.servers) {
       if (typeof id !== 'string' || !Object.hasOwn(a.servers, id)) fail(`slices[${i}] names unknown server ${JSON.stringify(id)}`)
     }
@@ -83,7 +87,7 @@ function cloneServers (servers) {
 function cloneAssignment (a) {
   return {
     generation: a.generation,
-    slices: a.slices.map((s) => ({ start: s.start, end: s.end, servers: s.servers.slice() })),
+    slices: a.slices.map((s) => (s.moving ? { start: s.start, end: s.end, servers: s.servers.slice(), moving: true } : { start: s.start, end: s.end, servers: s.servers.slice() })),
     servers: cloneServers(a.servers)
   }
 }
@@ -94,16 +98,21 @@ function sameLayout (a, b) {
   for (let i = 0; i < a.slices.length; i++) {
     const x = a.slices[i]
     const y = b.slices[i]
-    if (x.start !== y.start || x.end !== y.end || x.servers.join('\0') !== y.servers.join('\0')) return false
+    if (x.start !== y.start || x.end !== y.end || !x.moving !== !y.moving || x.servers.join('\0') !== y.servers.join('\0')) return false
   }
   const ka = Object.keys(a.servers).sort()
   const kb = Object.keys(b.servers).sort()
   return ka.join('\0') === kb.join('\0') && ka.every((k) => a.servers[k].url === b.servers[k].url)
 }
 
-/** Normalized key ranges whose primary owner is `serverId`. */
+/** Normalized key ranges `serverId` may admit: it is the primary owner and the slice is not moving. */
 function ownedRanges (a, serverId) {
-  return normalize(a.slices.filter((s) => s.servers[0] === serverId))
+  return normalize(a.slices.filter((s) => s.servers[0] === serverId && !s.moving))
+}
+
+/** The layout without handoff marks (what strategies balance). */
+function withoutMoving (a) {
+  return { ...a, slices: a.slices.map((s) => (s.moving ? { start: s.start, end: s.end, servers: s.servers } : s)) }
 }
 
 /**
@@ -181,6 +190,7 @@ module.exports = {
   cloneAssignment,
   sameLayout,
   ownedRanges,
+  withoutMoving,
   keyChurn,
   serverLoads,
   imbalance,

@@ -15,6 +15,8 @@ const TABLE = {
   MethodNotAllowedError: ['CHOPPER_ERR_METHOD_NOT_ALLOWED', 405],
   PayloadTooLargeError: ['CHOPPER_ERR_PAYLOAD_TOO_LARGE', 413],
   NotOwnerError: ['CHOPPER_ERR_NOT_OWNER', 421],
+  LeaseExpiredError: ['CHOPPER_ERR_LEASE_EXPIRED', 421],
+  FencedWriteError: ['CHOPPER_ERR_FENCED_WRITE', 421],
   NoAssignmentError: ['CHOPPER_ERR_NO_ASSIGNMENT', 503],
   UnknownServerError: ['CHOPPER_ERR_UNKNOWN_SERVER', 404],
   UpstreamUnreachableError: ['CHOPPER_ERR_UPSTREAM_UNREACHABLE', 502],

@@ -14,9 +14,15 @@ class SliceMap {
     this.size = n
     this.starts = new Uint32Array(n)
     this.owners = new Array(n)
+    this.moving = new Uint8Array(n) // 1: in a fenced handoff, nobody admits it yet
+    this.hasMoving = false
     for (let i = 0; i < n; i++) {
       this.starts[i] = assignment.slices[i].start
       this.owners[i] = assignment.slices[i].servers[0]
+      if (assignment.slices[i].moving) {
+        this.moving[i] = 1
+        this.hasMoving = true
+      }
     }
   }
 

@@ -6,11 +6,11 @@ const { RoutingTable } = require('./routing-table')
 const { createForwarder } = require('./forwarders')
 const { createProxyHandler } = require('./proxy')
 const { createFrontendMetrics } = require('./metrics')
-const { ControllerClient } = require('../appserver-lib/controller-client')
+const { ControllerClient } = require('../core/controller-client')
 const { jsonErrorHandler, listen, close } = require('../core/http')
 const { InvalidArgumentError, MalformedBodyError, statusOf, toHttpBody } = require('../core/errors')
 const { silent } = require('../core/logger')
-const { Membership } = require('../appserver-lib/membership')
+const { Membership } = require('../core/membership')
 
 /** Every option of createFrontend and its default. */
 const defaults = Object.freeze({
@@ -24,6 +24,7 @@ const defaults = Object.freeze({
   connections: 64, // keep-alive connections per app server
   upstreamTimeoutMs: 30000,
   bufferLimit: 1024 * 1024, // bodies up to this size are buffered so a 421 can be retried
+  holdMs: 3000, // a request that meets a handoff, a 421 or a dead owner waits this long for a newer map, then fails
   pullIntervalMs: 10000, // safety net: re-register (idempotent; a restarted controller relearns us) and take its assignment; 0 disables
   registerTimeoutMs: 30000,
   defaultMetrics: false, // process metrics in /metrics
@@ -40,7 +41,7 @@ function createFrontend (options = {}) {
   const opts = { ...defaults, ...options }
   const id = opts.id || `fe-${process.pid}-${++seq}`
   if (!['undici', 'axios'].includes(opts.forwarder)) throw new InvalidArgumentError('invalid forwarder: expected "undici" or "axios"')
-  for (const k of ['connections', 'upstreamTimeoutMs', 'bufferLimit']) {
+  for (const k of ['connections', 'upstreamTimeoutMs', 'bufferLimit', 'holdMs']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
   if (opts.controllerUrl !== undefined && !/^https?:\/\//.test(opts.controllerUrl)) throw new InvalidArgumentError('invalid controllerUrl: expected an http(s) URL')
@@ -71,7 +72,7 @@ function createFrontend (options = {}) {
   data.get('/metrics', async (req, res) => {
     res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics())
   })
-  data.use(createProxyHandler({ table, forwarder, metrics, bufferLimit: opts.bufferLimit, logger: log }))
+  data.use(createProxyHandler({ table, forwarder, metrics, bufferLimit: opts.bufferLimit, holdMs: opts.holdMs, logger: log }))
   data.use((err, req, res, next) => {
     metrics.errors.inc({ code: toHttpBody(err).error.code })
     if (statusOf(err) >= 500) log.warn({ err: { code: err.code, message: err.message }, path: req.path }, 'request failed')

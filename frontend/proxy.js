@@ -5,11 +5,21 @@ const {
   MissingKeyError, NoAssignmentError, UpstreamUnreachableError, UpstreamUnavailableError,
   UpstreamTimeoutError, PayloadTooLargeError
 } = require('../core/errors')
-const { defaultKeyFrom } = require('../appserver-lib/middleware')
+const { defaultKeyFrom } = require('../core/request-key')
 
 // RFC 9110 7.6.1 connection-specific headers are never forwarded.
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host'])
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
+// Nothing reached the app server: any replayable request may be sent elsewhere.
+const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH'])
+// A request may have reached the app server before its connection broke: only
+// methods that may be repeated are retried (RFC 9110 9.2.2).
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS'])
+const MAX_RETRIES = 2
+
+function retryableAfter (err, method) {
+  return NOT_SENT_CODES.has(err.code) || IDEMPOTENT.has(method)
+}
 
 function forwardHeaders (req, generation) {
   const out = {}
@@ -40,11 +50,15 @@ async function bufferBody (req, limit) {
 
 /**
  * The front end's data path: key -> fingerprint32 -> binary search -> forward.
- * On 421 (our map is stale) or an unreachable owner, pull the assignment and
- * retry once when the request can be replayed (no body, or a body small
- * enough to have been buffered).
+ * On 421 (our map is stale, the slice is being handed off, or the owner's
+ * lease ran out) or an unreachable owner (killed, or gone after a drain), wait
+ * up to `holdMs` for a newer map (a push wakes us; we also pull) and retry on
+ * the owner it names, when the request can be replayed (no body, or a body
+ * small enough to have been buffered) and, after a broken connection, only
+ * when its method is idempotent. So a request that meets a handoff or a dead
+ * server is delayed, not failed.
  */
-function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFrom, bufferLimit, logger }) {
+function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFrom, bufferLimit, holdMs = 3000, logger }) {
   return async function proxy (req, res) {
     const started = process.hrtime.bigint()
     const appKey = keyFrom(req)
@@ -67,6 +81,7 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFr
 
     let upstream
     let owner
+    let deadline = 0
     for (let attempt = 0; ; attempt++) {
       const map = table.map
       owner = map.ownerOf(key)
@@ -77,9 +92,11 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFr
       } catch (err) {
         metrics.upstreamErrors.inc({ server: owner, code: err.code || 'UNKNOWN' })
         if (TIMEOUT_CODES.has(err.code)) throw new UpstreamTimeoutError(`app server ${owner} did not answer in time`, { cause: err })
-        if (attempt === 0 && replayable) {
-          // The owner may have left: a newer map may route elsewhere.
-          const next = await table.refresh()
+        if (attempt < MAX_RETRIES && replayable && retryableAfter(err, req.method)) {
+          // The owner may be dead or gone: wait for a map that routes elsewhere
+          // (the controller moves a silent server's slices once its lease ran out).
+          if (attempt === 0) deadline = Date.now() + holdMs
+          const next = await table.waitNewer(generation, { timeoutMs: deadline - Date.now() })
           if (next && next.generation !== generation) {
             metrics.retries.inc({ reason: 'unreachable' })
             continue
@@ -91,10 +108,17 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFr
       if (upstream.statusCode !== 421) break
       upstream.body.resume()
       metrics.misdirected.inc()
-      if (attempt > 0 || !replayable) {
+      if (attempt >= MAX_RETRIES || !replayable) {
         throw new UpstreamUnavailableError(`slice ownership for key ${JSON.stringify(appKey)} is moving; retry the request`)
       }
+      if (attempt === 0) deadline = Date.now() + holdMs
+      // The server told us we are behind, or that it cannot admit the key yet:
+      // a newer map decides; wait for it (bounded), then try whoever it names.
       await table.refresh()
+      if (table.generation <= generation) await table.waitNewer(generation, { timeoutMs: deadline - Date.now() })
+      if (table.generation <= generation && attempt > 0) {
+        throw new UpstreamUnavailableError(`slice ownership for key ${JSON.stringify(appKey)} is moving; retry the request`)
+      }
       metrics.retries.inc({ reason: 'misdirected' })
     }
 

@@ -19,6 +19,7 @@ class RoutingTable {
     this.onChange = onChange
     this.map = null
     this.inflight = null
+    this.waiters = []
     this.stats = { accepted: 0, rejected: 0, unchanged: 0, pullFailures: 0 }
   }
 
@@ -46,7 +47,32 @@ class RoutingTable {
     this.stats.accepted++
     this.logger.info({ generation: assignment.generation, slices: this.map.size }, 'assignment installed')
     this.onChange(this.map)
+    for (const w of this.waiters.splice(0)) w()
     return true
+  }
+
+  /**
+   * Wait until the map is newer than `generation`: woken by a push, and
+   * pulling every `pullEveryMs` meanwhile (a push may be in backoff).
+   * Resolves the current map (possibly not newer, at the deadline).
+   */
+  async waitNewer (generation, { timeoutMs, pullEveryMs = 100 }) {
+    const deadline = Date.now() + timeoutMs
+    while (this.generation <= generation) {
+      const left = deadline - Date.now()
+      if (left <= 0) break
+      await new Promise((resolve) => {
+        const done = () => { clearTimeout(timer); resolve() }
+        const timer = setTimeout(() => {
+          const at = this.waiters.indexOf(done)
+          if (at !== -1) this.waiters.splice(at, 1)
+          resolve()
+        }, Math.min(left, pullEveryMs))
+        this.waiters.push(done)
+      })
+      if (this.generation <= generation) await this.refresh()
+    }
+    return this.map
   }
 
   /** Pull the controller's assignment (deduplicated). Resolves to the current map. */

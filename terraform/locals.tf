@@ -29,7 +29,6 @@ locals {
   # minus CreateTable: Terraform owns the table, so the app only finds it
   # ACTIVE. The offline test keeps this list in step with the code.
   kv_cache_dynamodb_actions = [
-    "dynamodb:DeleteItem",
     "dynamodb:DescribeTable",
     "dynamodb:GetItem",
     "dynamodb:PutItem",

@@ -5,19 +5,30 @@ const {
   DescribeTableCommand,
   CreateTableCommand,
   GetItemCommand,
-  PutItemCommand,
-  DeleteItemCommand
+  PutItemCommand
 } = require('@aws-sdk/client-dynamodb')
-const { InvalidArgumentError, PayloadTooLargeError, StoreUnavailableError } = require('../../core/errors')
+const { FencedWriteError, InvalidArgumentError, PayloadTooLargeError, StoreUnavailableError } = require('../../core/errors')
+const { HybridClock, checkGeneration, makeVersion, generationOf } = require('./version')
 const { pollUntil } = require('../../core/poll')
 const { silent } = require('../../core/logger')
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]', '::1'])
 
+// A write lands only above every version already stored. Items written before
+// versions existed have no `ver` and count as version 0.
+const NEWER_THAN_STORED = 'attribute_not_exists(k) OR attribute_not_exists(ver) OR ver < :ver'
+// Refusals at our own generation are a lagging clock, not a deposed owner:
+// we retry above the stored version this many times in all.
+const SAME_GENERATION_ATTEMPTS = 3
+
 /**
  * DynamoDB, the source of truth. Items are `{ k: S key, v: B value, ct: S
- * content type }`; reads are strongly consistent so a miss right after a
- * slice moves sees the last acknowledged write (paper 6.1).
+ * content type, ver: N version }`, or tombstones `{ k, del: BOOL true, ver }`
+ * (version.js). Every write is a put conditional on being newer than what is
+ * stored, so a deposed owner's late write can neither overwrite nor, after a
+ * delete, resurrect what a newer owner wrote. Tombstones are never reclaimed
+ * here (see the README). Reads are strongly consistent so a miss right after
+ * a slice moves sees the last acknowledged write (paper 6.1).
  */
 class DynamoStore {
   /**
@@ -26,10 +37,12 @@ class DynamoStore {
    * @param {string} [options.endpoint] undefined: AWS, via the SDK's region and credential chain
    * @param {string} options.region
    * @param {number} options.timeoutMs per HTTP attempt
+   * @param {HybridClock} [options.clock] this store's version clock; a fresh one by default
    */
-  constructor ({ table, endpoint, region, timeoutMs, logger = silent }) {
+  constructor ({ table, endpoint, region, timeoutMs, clock = new HybridClock(), logger = silent }) {
     this.table = table
     this.endpoint = endpoint
+    this.clock = clock
     this.logger = logger
     const config = {
       region,
@@ -82,37 +95,85 @@ class DynamoStore {
     }
   }
 
-  /** @returns {Promise<{ value: Buffer, contentType: string } | null>} */
+  /**
+   * The live value of `key`; null when absent or deleted (a tombstone).
+   * @returns {Promise<{ value: Buffer, contentType: string, ver: bigint } | null>}
+   */
   async get (key) {
-    let out
-    try {
-      out = await this.client.send(new GetItemCommand({ TableName: this.table, Key: { k: { S: key } }, ConsistentRead: true }))
-    } catch (err) {
-      throw this.#mapError(err, 'get')
-    }
-    if (!out.Item) return null
-    const v = out.Item.v && out.Item.v.B
+    const item = await this.#getItem(key, 'get')
+    if (!item) return null
+    const ver = this.#observe(item)
+    if (item.del && item.del.BOOL) return null
+    const v = item.v && item.v.B
     return {
       value: v ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : Buffer.alloc(0),
-      contentType: (out.Item.ct && out.Item.ct.S) || 'application/octet-stream'
+      contentType: (item.ct && item.ct.S) || 'application/octet-stream',
+      ver
     }
   }
 
-  /** Resolves only once DynamoDB accepted the write. */
-  async put (key, value, contentType) {
-    try {
-      await this.client.send(new PutItemCommand({ TableName: this.table, Item: { k: { S: key }, v: { B: value }, ct: { S: contentType } } }))
-    } catch (err) {
-      throw this.#mapError(err, 'put')
+  /**
+   * Store `value` under `generation`; resolves with the version written once
+   * DynamoDB accepted it. Throws FencedWriteError when a newer generation
+   * already wrote the key: then nothing was written.
+   * @returns {Promise<bigint>}
+   */
+  put (key, value, contentType, { generation = 0 } = {}) {
+    return this.#conditionalPut('put', key, generation, { v: { B: value }, ct: { S: contentType } })
+  }
+
+  /** Delete `key` by writing a tombstone, under the same fence as put. @returns {Promise<bigint>} */
+  delete (key, { generation = 0 } = {}) {
+    return this.#conditionalPut('delete', key, generation, { del: { BOOL: true } })
+  }
+
+  async #conditionalPut (op, key, generation, attributes) {
+    checkGeneration(generation)
+    for (let attempt = 1; ; attempt++) {
+      const ver = makeVersion(generation, this.clock.tick())
+      try {
+        await this.client.send(new PutItemCommand({
+          TableName: this.table,
+          Item: { k: { S: key }, ...attributes, ver: { N: ver.toString() } },
+          ConditionExpression: NEWER_THAN_STORED,
+          ExpressionAttributeValues: { ':ver': { N: ver.toString() } }
+        }))
+        return ver
+      } catch (err) {
+        if (err.name !== 'ConditionalCheckFailedException') throw this.#mapError(err, op)
+      }
+      // The condition failed, so this attempt certainly did not apply.
+      const item = await this.#getItem(key, op)
+      const stored = item ? this.#observe(item) : 0n
+      const storedGeneration = generationOf(stored)
+      if (storedGeneration > generation || attempt >= SAME_GENERATION_ATTEMPTS) {
+        throw new FencedWriteError(
+          `a newer owner has written key ${JSON.stringify(key)}; this server's ownership is stale ` +
+          `(stored version is from generation ${storedGeneration}, this ${op} was admitted under generation ${generation})`
+        )
+      }
+      // Same generation: our clock was behind the stored version (a restart
+      // after the wall clock stepped back, or another server admitting under
+      // this generation). The stored write is no newer an owner than we are;
+      // observing its version puts our next attempt above it.
+      this.logger.debug({ key, op, generation, stored: stored.toString() }, 'write refused at our own generation; retrying above the stored version')
     }
   }
 
-  async delete (key) {
+  async #getItem (key, op) {
     try {
-      await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: { k: { S: key } } }))
+      const out = await this.client.send(new GetItemCommand({ TableName: this.table, Key: { k: { S: key } }, ConsistentRead: true }))
+      return out.Item || null
     } catch (err) {
-      throw this.#mapError(err, 'delete')
+      throw this.#mapError(err, op)
     }
+  }
+
+  /** The item's version (0 for items from before versions), fed into our clock. */
+  #observe (item) {
+    const ver = item.ver && item.ver.N ? BigInt(item.ver.N) : 0n
+    this.clock.observe(ver)
+    return ver
   }
 
   close () {

@@ -106,11 +106,13 @@ function track (child) {
 /**
  * Spawn a private redis-server on 127.0.0.1 with no persistence
  * (`--save '' --appendonly no`), and wait until it answers PING.
- * @param {{ logger?, port?: number, bin?: string, timeoutMs?: number }} [options]
- *   port: a fixed port (e.g. to restart one on the port a client knows); default a free one
+ * @param {{ logger?, port?: number, bin?: string, timeoutMs?: number, args?: string[] }} [options]
+ *   port: a fixed port (e.g. to restart one on the port a client knows); default a free one.
+ *   args: more redis-server arguments, after ours (a later `--dir` wins), e.g. for a test
+ *   that restarts Redis from a snapshot taken with SAVE
  * @returns {Promise<{ url, port, pid, child, close() } | null>} null when the binary is missing
  */
-async function spawnRedis ({ logger = silent, port, bin = 'redis-server', timeoutMs = 10000 } = {}) {
+async function spawnRedis ({ logger = silent, port, bin = 'redis-server', timeoutMs = 10000, args = [] } = {}) {
   const file = findBinary(bin)
   if (!file) return null
   const log = logger.child({ component: 'redis-server' })
@@ -119,7 +121,7 @@ async function spawnRedis ({ logger = silent, port, bin = 'redis-server', timeou
     const p = port || await freePort()
     const child = spawn(file, [
       '--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-      '--dir', os.tmpdir(), '--daemonize', 'no', '--loglevel', 'warning'
+      '--dir', os.tmpdir(), '--daemonize', 'no', '--loglevel', 'warning', ...args
     ], { stdio: ['ignore', 'pipe', 'pipe'] })
     track(child)
     let output = ''

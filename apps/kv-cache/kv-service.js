@@ -2,7 +2,7 @@
 
 const { KeyQueue } = require('./key-queue')
 const { OwnershipEpochs } = require('./ownership-epochs')
-const { StoreUnavailableError } = require('../../core/errors')
+const { FencedWriteError, StoreUnavailableError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
 
 /**
@@ -13,6 +13,11 @@ const { silent } = require('../../core/logger')
  *   only once it accepted them; then the cache is updated.
  * A cache failure never fails a request: it costs a DynamoDB read, is counted
  * and logged, and distrusts whatever the cache may still hold.
+ *
+ * Writes carry the assignment generation they were admitted under; DynamoDB
+ * refuses a write older than what it holds (dynamo-store.js, version.js), and
+ * cache entries carry the version they hold, so a cache set never replaces a
+ * newer entry.
  */
 class KvService {
   /**
@@ -29,10 +34,14 @@ class KvService {
     this.epochs = new OwnershipEpochs()
     this.queue = new KeyQueue()
     this.drops = new Set() // background range drops still running
+    // Runs synchronously when Redis is usable again, before any command can
+    // succeed on the new connection: a restarted Redis may hold an older
+    // snapshot, and entries may have changed while we could not see them.
+    cache.onReconnect(() => this.#distrustAll('reconnect'))
   }
 
   /**
-   * @returns {Promise<{ value: Buffer, contentType: string, cached: boolean } | null>}
+   * @returns {Promise<{ value: Buffer, contentType: string, ver: bigint, cached: boolean } | null>}
    */
   async get (key, sliceKey) {
     let entry = null
@@ -44,13 +53,13 @@ class KvService {
     if (entry) {
       if (this.epochs.trusts(entry.tag, sliceKey)) {
         this.metrics.hits.inc()
-        return { value: entry.value, contentType: entry.contentType, cached: true }
+        return { value: entry.value, contentType: entry.contentType, ver: entry.ver, cached: true }
       }
       this.metrics.invalidations.inc({ reason: 'stale' })
     }
     this.metrics.misses.inc()
     const item = await this.queue.read(key, () => this.#fill(key, sliceKey, entry !== null))
-    return item && { value: item.value, contentType: item.contentType, cached: false }
+    return item && { value: item.value, contentType: item.contentType, ver: item.ver, cached: false }
   }
 
   async #fill (key, sliceKey, sawStale) {
@@ -60,7 +69,10 @@ class KvService {
     const item = await this.#storeOp('get', () => this.store.get(key))
     if (!this.cache.healthy) return item // degraded: the fill would only fail
     try {
-      if (item) await this.cache.set(key, sliceKey, { tag, contentType: item.contentType, value: item.value })
+      // KeyQueue runs this after every earlier write of this server to the key,
+      // and DynamoDB versions only grow, so the item is never older than an
+      // entry we wrote; the cache's version check makes sure of it anyway.
+      if (item) await this.cache.set(key, sliceKey, { tag, ver: item.ver, contentType: item.contentType, value: item.value })
       // A distrusted entry for a deleted key would otherwise be kept alive by
       // every GETEX that reads (and refuses) it.
       else if (sawStale) await this.cache.del(key, sliceKey)
@@ -71,49 +83,70 @@ class KvService {
     return item
   }
 
-  /** Store `value`; resolves once DynamoDB accepted it (the acknowledgement). */
-  put (key, sliceKey, value, contentType) {
+  /**
+   * Store `value`; resolves with its version once DynamoDB accepted it (the
+   * acknowledgement). Rejects with FencedWriteError when a newer generation
+   * already wrote the key: nothing was written, so the front end may retry it
+   * on the key's current owner.
+   * @param {{ generation?: number }} [options] the generation the request was admitted under
+   * @returns {Promise<bigint>}
+   */
+  put (key, sliceKey, value, contentType, { generation = 0 } = {}) {
     return this.queue.write(key, async () => {
       const tag = this.epochs.now()
-      await this.#write('put', key, sliceKey, () => this.store.put(key, value, contentType))
+      const ver = await this.#write('put', key, sliceKey, () => this.store.put(key, value, contentType, { generation }))
       try {
-        await this.cache.set(key, sliceKey, { tag, contentType, value })
+        await this.cache.set(key, sliceKey, { tag, ver, contentType, value })
       } catch (err) {
         this.#cacheFailed('set', err)
-        this.#distrustAll()
+        this.#distrustAll('cache_error')
       }
+      return ver
     })
   }
 
-  /** Delete `key` (deleting a missing key succeeds). */
-  delete (key, sliceKey) {
+  /**
+   * Delete `key` (deleting a missing key succeeds): a tombstone in DynamoDB,
+   * under the same fence as put.
+   * @param {{ generation?: number }} [options]
+   * @returns {Promise<bigint>} the tombstone's version
+   */
+  delete (key, sliceKey, { generation = 0 } = {}) {
     return this.queue.write(key, async () => {
-      await this.#write('delete', key, sliceKey, () => this.store.delete(key))
+      const ver = await this.#write('delete', key, sliceKey, () => this.store.delete(key, { generation }))
       try {
         await this.cache.del(key, sliceKey)
         this.metrics.invalidations.inc({ reason: 'delete' })
       } catch (err) {
         this.#cacheFailed('del', err)
-        this.#distrustAll()
+        this.#distrustAll('cache_error')
       }
+      return ver
     })
   }
 
   /**
    * A write DynamoDB did not acknowledge may still have been applied (a
    * timeout after sending), so the cached value may now be older than the
-   * truth: drop it, or distrust the whole cache if even that fails.
+   * truth. A fenced write was not applied, but a newer owner wrote the key,
+   * so our entry is certainly older than the truth. Either way drop it, or
+   * distrust the whole cache if even that fails.
    */
   async #write (op, key, sliceKey, fn) {
     try {
-      await this.#storeOp(op, fn)
+      return await this.#storeOp(op, fn)
     } catch (err) {
-      if (err instanceof StoreUnavailableError) {
+      const fenced = err instanceof FencedWriteError
+      if (fenced) {
+        this.metrics.fencedWrites.inc({ op })
+        this.logger.warn({ err: { code: err.code, message: err.message }, op }, 'write fenced off: a newer owner wrote the key')
+      }
+      if (fenced || err instanceof StoreUnavailableError) {
         try {
-          await this.cache.del(key, sliceKey)
+          if (await this.cache.del(key, sliceKey) && fenced) this.metrics.invalidations.inc({ reason: 'fenced' })
         } catch (cacheErr) {
           this.#cacheFailed('del', cacheErr)
-          this.#distrustAll()
+          this.#distrustAll('cache_error')
         }
       }
       throw err
@@ -138,9 +171,10 @@ class KvService {
     this.logger.debug({ err: { message: err.message }, op }, 'cache operation failed; serving from DynamoDB')
   }
 
-  #distrustAll () {
+  /** Distrust every entry cached before now; `reason` is cache_error or reconnect. */
+  #distrustAll (reason) {
     this.epochs.invalidateAll()
-    this.metrics.invalidations.inc({ reason: 'cache_error' })
+    this.metrics.invalidations.inc({ reason })
   }
 
   /** appserver-lib hook: ranges this server just gained. Synchronous on purpose. */

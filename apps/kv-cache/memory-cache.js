@@ -5,8 +5,9 @@ const { contains } = require('../../core/ranges')
 /**
  * In-process TTL cache: the fallback when no Redis is configured and no
  * redis-server binary is installed. Same contract as RedisCache (entries are
- * `{ tag, contentType, value }`, the TTL restarts on every read) but bound to
- * this process, so it is never "degraded".
+ * `{ tag, ver, contentType, value }`, the TTL restarts on every read, a set
+ * never replaces a newer version) but bound to this process, so it is never
+ * "degraded" and never reconnects.
  */
 class MemoryCache {
   /** @param {{ ttlMs: number, now?: () => number }} options */
@@ -14,7 +15,7 @@ class MemoryCache {
     this.backend = 'memory'
     this.ttlMs = ttlMs
     this.now = now
-    this.entries = new Map() // key -> { sliceKey, tag, contentType, value, expiresAt }
+    this.entries = new Map() // key -> { sliceKey, tag, ver, contentType, value, expiresAt }
     // Expired entries are also dropped lazily on read; the sweep bounds memory
     // for keys nobody reads again.
     this.sweeper = setInterval(() => this.sweep(), Math.max(ttlMs, 1000))
@@ -25,6 +26,9 @@ class MemoryCache {
     return true
   }
 
+  /** Part of the cache contract; an in-process cache never loses its connection. */
+  onReconnect () {}
+
   async get (key) {
     const e = this.entries.get(key)
     if (!e) return null
@@ -34,11 +38,16 @@ class MemoryCache {
       return null
     }
     e.expiresAt = t + this.ttlMs
-    return { tag: e.tag, contentType: e.contentType, value: e.value }
+    return { tag: e.tag, ver: e.ver, contentType: e.contentType, value: e.value }
   }
 
-  async set (key, sliceKey, { tag, contentType, value }) {
-    this.entries.set(key, { sliceKey, tag, contentType, value, expiresAt: this.now() + this.ttlMs })
+  /** @returns {Promise<boolean>} false when a newer version was kept */
+  async set (key, sliceKey, { tag, ver, contentType, value }) {
+    const held = this.entries.get(key)
+    const t = this.now()
+    if (held && held.expiresAt > t && held.ver > ver) return false
+    this.entries.set(key, { sliceKey, tag, ver, contentType, value, expiresAt: t + this.ttlMs })
+    return true
   }
 
   async del (key) {

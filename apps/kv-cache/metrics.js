@@ -15,8 +15,14 @@ function createMetrics (registry) {
     misses: new Counter({ name: 'chopper_kv_cache_misses_total', help: 'GETs that went to DynamoDB (absent, expired, distrusted or cache unreachable)', registers }),
     invalidations: new Counter({
       name: 'chopper_kv_cache_invalidations_total',
-      help: 'Cache entries dropped or refused: delete (DELETE route), release (slice moved away), stale (entry older than our ownership of its slice), cache_error (a cache write failed: every older entry distrusted)',
+      help: 'Cache entries dropped or refused: delete (DELETE route), release (slice moved away), stale (entry older than our ownership of its slice), fenced (entry dropped after a newer owner fenced our write off), cache_error (a cache write failed: every older entry distrusted), reconnect (Redis usable again: every older entry distrusted)',
       labelNames: ['reason'],
+      registers
+    }),
+    fencedWrites: new Counter({
+      name: 'chopper_kv_fenced_writes_total',
+      help: 'Writes DynamoDB refused because a newer generation already wrote the key (answered 421 CHOPPER_ERR_FENCED_WRITE; op = put | delete)',
+      labelNames: ['op'],
       registers
     }),
     storeErrors: new Counter({

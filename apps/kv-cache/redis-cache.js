@@ -6,6 +6,16 @@ const { contains } = require('../../core/ranges')
 const { silent } = require('../../core/logger')
 
 const NL = 0x0a
+const VER_WIDTH = 40 // versions have at most 32 digits (version.js)
+
+// Set KEYS[1] to ARGV[1] with TTL ARGV[3] ms unless it holds a newer version
+// than ARGV[2]. GETRANGE reads only the version, not a 400 KB value.
+const SET_IF_NOT_OLDER = `
+local held = redis.call('GETRANGE', KEYS[1], 0, ${VER_WIDTH - 1})
+if held ~= '' and held > ARGV[2] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 1
+`
 
 /**
  * The look-aside cache in Redis (paper 6.1: each app server runs its own).
@@ -16,11 +26,18 @@ const NL = 0x0a
  * servers pointed at one Redis by mistake cannot read each other's entries.
  * The slice key in the name lets a released range be dropped with one SCAN.
  *
- * Values are `<tag> <content type>\n<bytes>`: one GETEX reads the entry and
- * restarts its TTL ("10 s after the last access").
+ * Values are `<version, 40 digits> <tag> <content type>\n<bytes>`: one GETEX
+ * reads the entry and restarts its TTL ("10 s after the last access"). The
+ * version is zero-padded so that Lua can compare two of them as strings: SET
+ * goes through a script that never replaces an entry with an older version.
  *
  * Every command fails fast while the connection is down (no offline queue):
  * the caller then serves from DynamoDB instead of waiting for Redis.
+ *
+ * When Redis becomes usable again after it was not, the reconnect listeners
+ * run before any command can succeed on the new connection: a restarted Redis
+ * may come back with an older snapshot, and entries may have changed while we
+ * could not see them, so the service distrusts everything cached before.
  */
 class RedisCache {
   /**
@@ -39,6 +56,8 @@ class RedisCache {
     this.onHealth = onHealth
     this.prefix = `chopper:kv:${serverId}:${crypto.randomBytes(6).toString('base64url')}:`
     this.healthy = false
+    this.wasHealthy = false // a later change to healthy is a reconnect
+    this.reconnectListeners = []
     this.client = new Redis(url, {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
@@ -53,6 +72,7 @@ class RedisCache {
       // gone (Redis died), and it would hold the process open for 2 s.
       disconnectTimeout: 100
     })
+    this.client.defineCommand('chopperSetIfNotOlder', { numberOfKeys: 1, lua: SET_IF_NOT_OLDER })
     this.client.on('ready', () => this.#setHealthy(true))
     this.client.on('close', () => this.#setHealthy(false))
     // ioredis reports every failed reconnect; the health transition is logged once.
@@ -74,9 +94,16 @@ class RedisCache {
     })
   }
 
+  /** Run `fn` (synchronously) each time Redis becomes usable again after it was not. */
+  onReconnect (fn) {
+    this.reconnectListeners.push(fn)
+  }
+
   #setHealthy (healthy, err) {
     if (healthy === this.healthy) return
     this.healthy = healthy
+    if (healthy && this.wasHealthy) for (const fn of this.reconnectListeners) fn()
+    if (healthy) this.wasHealthy = true
     this.onHealth(healthy, err)
   }
 
@@ -95,19 +122,30 @@ class RedisCache {
     }
   }
 
-  /** Read an entry and restart its TTL. @returns {Promise<{tag, contentType, value}|null>} */
+  /** Read an entry and restart its TTL. @returns {Promise<{tag: number, ver: bigint, contentType: string, value: Buffer}|null>} */
   async get (key, sliceKey) {
     const buf = await this.#run(() => this.client.getexBuffer(this.#key(key, sliceKey), 'PX', this.ttlMs))
     if (buf === null) return null
     const nl = buf.indexOf(NL)
     const head = buf.toString('latin1', 0, nl)
-    const sp = head.indexOf(' ')
-    return { tag: Number(head.slice(0, sp)), contentType: head.slice(sp + 1), value: buf.subarray(nl + 1) }
+    const sp = head.indexOf(' ', VER_WIDTH + 1)
+    return {
+      tag: Number(head.slice(VER_WIDTH + 1, sp)),
+      ver: BigInt(head.slice(0, VER_WIDTH)),
+      contentType: head.slice(sp + 1),
+      value: buf.subarray(nl + 1)
+    }
   }
 
-  async set (key, sliceKey, { tag, contentType, value }) {
-    const buf = Buffer.concat([Buffer.from(`${tag} ${contentType}\n`, 'latin1'), value])
-    await this.#run(() => this.client.set(this.#key(key, sliceKey), buf, 'PX', this.ttlMs))
+  /**
+   * Store an entry unless Redis holds a newer version of the key.
+   * @param {{ tag: number, ver: bigint, contentType: string, value: Buffer }} entry
+   * @returns {Promise<boolean>} false when a newer version was kept
+   */
+  async set (key, sliceKey, { tag, ver, contentType, value }) {
+    const padded = ver.toString().padStart(VER_WIDTH, '0')
+    const buf = Buffer.concat([Buffer.from(`${padded} ${tag} ${contentType}\n`, 'latin1'), value])
+    return (await this.#run(() => this.client.chopperSetIfNotOlder(this.#key(key, sliceKey), buf, padded, this.ttlMs))) === 1
   }
 
   async del (key, sliceKey) {

@@ -4,7 +4,7 @@ const express = require('express')
 const { sliceKey } = require('../../core/keyspace')
 const { jsonErrorHandler } = require('../../core/http')
 const { kvServiceMs } = require('../capacity')
-const { defaultKeyFrom } = require('../../appserver-lib/middleware')
+const { defaultKeyFrom } = require('../../core/request-key')
 const {
   InvalidArgumentError,
   MalformedBodyError,
@@ -21,8 +21,11 @@ const DEFAULT_CONTENT_TYPE = 'application/octet-stream'
 /**
  * The data routes: GET, PUT and DELETE on /kv?key=K (or X-Chopper-Key, the
  * same precedence as appserver-lib's shard guard, which normally runs first
- * and sets req.sliceKey). The value is the PUT body, stored byte for byte with
- * its Content-Type and returned as such.
+ * and sets req.sliceKey and req.chopperGeneration). The value is the PUT body,
+ * stored byte for byte with its Content-Type and returned as such. Writes carry
+ * the generation they were admitted under: one fenced off by a newer owner
+ * answers 421 CHOPPER_ERR_FENCED_WRITE, and the front end refreshes its map
+ * and retries.
  * With a modelled capacity, the real work is done on arrival and its modelled
  * cost is then charged in FIFO order before the response leaves.
  * @param {{ service: import('./kv-service').KvService, maxValueBytes: number, capacity?: ReturnType<import('../capacity').createCapacity>, logger }} options
@@ -72,13 +75,13 @@ function createRoutes ({ service, maxValueBytes, capacity, logger }) {
           throw new MalformedBodyError(`malformed JSON value: ${err.message}`)
         }
       }
-      await service.put(key, slice, value, contentType)
+      await service.put(key, slice, value, contentType, { generation: generationOf(req) })
       await charge('write')
       res.status(204).end()
     })
     .delete(async (req, res) => {
       const { key, slice } = keyOf(req)
-      await service.delete(key, slice)
+      await service.delete(key, slice, { generation: generationOf(req) })
       await charge('write')
       res.status(204).end()
     })
@@ -89,6 +92,14 @@ function createRoutes ({ service, maxValueBytes, capacity, logger }) {
 
   router.use(jsonErrorHandler(logger))
   return router
+}
+
+/**
+ * The assignment generation the shard guard admitted the request under; 0
+ * standalone (no guard), where versions are then ordered by the clock alone.
+ */
+function generationOf (req) {
+  return req.chopperGeneration ?? 0
 }
 
 /** body-parser errors as ours, with messages that say what to fix. */

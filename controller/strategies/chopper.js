@@ -4,7 +4,7 @@ const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const {
   validateAssignment, evenAssignment, cloneAssignment, keyChurn, serverLoads, imbalance
 } = require('../../core/assignment')
-const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange } = require('./inputs')
+const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange, resolveInputs } = require('./inputs')
 const { mergePhase } = require('./merge')
 const { movePhase } = require('./move')
 const { splitPhase } = require('./split')
@@ -54,38 +54,57 @@ function initial (servers, opts) {
 }
 
 /**
+ * Imbalance over the servers whose load is known: a frozen server's figure is
+ * a stale guess (or a failed collection's 0), not a measurement.
+ */
+function knownImbalance (a, load, frozen) {
+  const perServer = serverLoads(a, load)
+  for (const id of frozen) delete perServer[id]
+  return imbalance(perServer)
+}
+
+/**
  * One balancing round with its bookkeeping.
  * @param {object} assignment current assignment (not mutated)
  * @param {ArrayLike<number>} loads requests per slice in the last period, aligned with assignment.slices
  * @param {object} [opts] see `defaults`
+ * @param {{unknownServers?: string[]}} [inputs] `unknownServers`: servers whose load
+ *   is unknown this period (their slices' loads are last-known guesses). They are
+ *   frozen: nothing is moved, merged or split onto, off or within them, and they
+ *   count in no load comparison (docs/algorithm.md, "Servers with unknown load").
  * @returns {{ assignment: object, loads: Float64Array, churn: {merge:number, move:number, total:number},
- *   ops: object[], imbalance: {before:number, after:number}, moveStop: string|null }}
+ *   ops: object[], imbalance: {before:number, after:number}, moveStop: string|null, frozen: string[] }}
  *   `loads` are the estimated per-slice loads of the new assignment (merged
  *   slices sum, split halves halve); churn is in keys (`total` is the real
  *   owner change between input and output, which can be below merge + move);
- *   `moveStop` says why the move phase ended.
+ *   `moveStop` says why the move phase ended; `imbalance` is over the known
+ *   servers; `frozen` lists the frozen servers, sorted.
  */
-function chopperRound (assignment, loads, opts) {
+function chopperRound (assignment, loads, opts, inputs) {
   const o = options(opts)
   validateAssignment(assignment)
   const load = toLoads(loads, assignment.slices.length)
+  const { unknownServers: frozen } = resolveInputs(assignment, inputs)
   const base = cloneAssignment(assignment)
   const ids = Object.keys(base.servers) // cloneAssignment sorts them
-  const before = imbalance(serverLoads(base, load))
+  const frozenIds = ids.filter((id) => frozen.has(id))
+  const before = knownImbalance(base, load, frozen)
 
   let total = 0
-  for (const v of load) total += v
+  base.slices.forEach((s, i) => { if (!frozen.has(s.servers[0])) total += load[i] })
   if (total === 0) {
-    // idle period: no signal, so no change (and nothing to merge or split against)
-    return { assignment: base, loads: load, churn: { merge: 0, move: 0, total: 0 }, ops: [], imbalance: { before, after: before }, moveStop: null }
+    // idle period (or every server frozen): no signal, so no change (and nothing
+    // to merge or split against). Only known slices count: stale loads are no signal.
+    const churn = { merge: 0, move: 0, total: 0 }
+    return { assignment: base, loads: load, churn, ops: [], imbalance: { before, after: before }, moveStop: null, frozen: frozenIds }
   }
 
   const working = base.slices.map((s, i) => ({ start: s.start, end: s.end, servers: s.servers, load: load[i] }))
-  const merged = mergePhase(working, ids, o.mergeChurnLimit * KEYSPACE_SIZE)
+  const merged = mergePhase(working, ids, o.mergeChurnLimit * KEYSPACE_SIZE, frozen)
   const moved = movePhase(merged.slices, ids, {
-    ratio: o.moveRatio, churnLimit: o.moveChurnLimit * KEYSPACE_SIZE, skipOverBudget: o.skipOverBudgetSlices
+    ratio: o.moveRatio, churnLimit: o.moveChurnLimit * KEYSPACE_SIZE, skipOverBudget: o.skipOverBudgetSlices, frozen
   })
-  const split = splitPhase(moved.slices, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength })
+  const split = splitPhase(moved.slices, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength, frozen })
 
   const next = {
     generation: base.generation,
@@ -98,17 +117,22 @@ function chopperRound (assignment, loads, opts) {
     loads: nextLoads,
     churn: { merge: merged.churn, move: moved.churn, total: keyChurn(assignment, next) },
     ops: [...merged.ops, ...moved.ops, ...split.ops],
-    imbalance: { before, after: imbalance(serverLoads(next, nextLoads)) },
-    moveStop: moved.stop
+    imbalance: { before, after: knownImbalance(next, nextLoads, frozen) },
+    moveStop: moved.stop,
+    frozen: frozenIds
   }
 }
 
 /**
  * One balancing round (merge, move, split). Same generation as the input;
  * the controller bumps it when the layout changed.
+ * @param {object} assignment
+ * @param {ArrayLike<number>} loads
+ * @param {object} [opts]
+ * @param {{unknownServers?: string[]}} [inputs] servers whose load is unknown: frozen (see chopperRound)
  */
-function rebalance (assignment, loads, opts) {
-  return chopperRound(assignment, loads, opts).assignment
+function rebalance (assignment, loads, opts, inputs) {
+  return chopperRound(assignment, loads, opts, inputs).assignment
 }
 
 /**
@@ -119,10 +143,12 @@ function rebalance (assignment, loads, opts) {
  * @param {string} url
  * @param {ArrayLike<number>} [loads] validated when given; not needed
  * @param {object} [opts]
+ * @param {{unknownServers?: string[]}} [inputs] validated; not needed, since nothing moves
  */
-function addServer (assignment, id, url, loads, opts) {
+function addServer (assignment, id, url, loads, opts, inputs) {
   options(opts)
   checkMembershipChange('join', assignment, id, { url, loads })
+  resolveInputs(assignment, inputs)
   // cloneAssignment also re-sorts the servers object.
   return cloneAssignment({ ...assignment, servers: { ...assignment.servers, [id]: { url } } })
 }
@@ -131,19 +157,28 @@ function addServer (assignment, id, url, loads, opts) {
  * Remove a server and reassign its slices at once: hottest slice first, each
  * to the currently least-loaded remaining server (ties: least keyspace, then
  * id), counting each given slice towards that server's tally. Merges nothing.
+ * Servers whose load is unknown receive nothing, unless every remaining
+ * server is unknown.
  * @param {object} assignment
  * @param {string} id
  * @param {ArrayLike<number>} [loads] per-slice loads of the last period; all zero when omitted
  * @param {object} [opts]
+ * @param {{unknownServers?: string[]}} [inputs] servers whose load is unknown (may include `id`)
  */
-function removeServer (assignment, id, loads, opts) {
+function removeServer (assignment, id, loads, opts, inputs) {
   options(opts)
   const load = checkMembershipChange('leave', assignment, id, { loads })
-  return reassignFrom(assignment, id, load)
+  const { unknownServers } = resolveInputs(assignment, inputs)
+  return reassignFrom(assignment, id, load, unknownServers)
 }
 
-function reassignFrom (assignment, id, load) {
+function reassignFrom (assignment, id, load, unknown) {
   const remaining = Object.keys(assignment.servers).filter((s) => s !== id)
+  const known = remaining.filter((s) => !unknown.has(s))
+  // An unknown server's tally is a stale guess, so it must not look like the
+  // least loaded. But the leaving server's slices must go somewhere: when every
+  // remaining server is unknown, fall back to choosing among all of them.
+  const targets = known.length > 0 ? known : remaining
   const next = cloneAssignment(assignment)
   delete next.servers[id]
   const tally = serverLoads(assignment, load)
@@ -155,8 +190,8 @@ function reassignFrom (assignment, id, load) {
   const len = (i) => next.slices[i].end - next.slices[i].start
   leaving.sort((a, b) => load[b] - load[a] || len(b) - len(a) || next.slices[a].start - next.slices[b].start)
   for (const i of leaving) {
-    let target = remaining[0]
-    for (const r of remaining) {
+    let target = targets[0]
+    for (const r of targets) {
       const t = tally[r]
       const best = tally[target]
       if (t.load < best.load || (t.load === best.load && (t.keys < best.keys || (t.keys === best.keys && r < target)))) target = r

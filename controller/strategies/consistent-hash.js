@@ -3,7 +3,7 @@
 const farmhash = require('farmhash')
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { validateAssignment, evenAssignment, cloneAssignment } = require('../../core/assignment')
-const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange } = require('./inputs')
+const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange, resolveInputs } = require('./inputs')
 
 /**
  * The static baseline of the paper's evaluation (section 6): a consistent-hash
@@ -16,6 +16,12 @@ const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange } =
  * With `vnodes: 0` the ring is replaced by the paper's own "consistent
  * hashing" setup: contiguous 1/n ranges in id order (adding or removing a
  * server then moves much more than 1/n of the keys).
+ *
+ * `inputs.unknownServers` (servers whose load is unknown this period) is
+ * accepted and validated like chopper's, so the controller can call both
+ * strategies alike, but the ring never consults it: the ring ignores loads,
+ * and on addServer / removeServer the hash points alone decide who takes
+ * which keys, including a server whose load is unknown.
  */
 
 const NAME = 'consistent-hash'
@@ -79,26 +85,42 @@ function initial (servers, opts) {
   return ringAssignment(servers, o.vnodes, 1)
 }
 
-/** Static: the assignment is returned unchanged (a copy), whatever the loads. */
-function rebalance (assignment, loads, opts) {
+/**
+ * Static: the assignment is returned unchanged (a copy), whatever the loads.
+ * @param {object} assignment
+ * @param {ArrayLike<number>} loads validated, unused
+ * @param {object} [opts]
+ * @param {{unknownServers?: string[]}} [inputs] validated, unused
+ */
+function rebalance (assignment, loads, opts, inputs) {
   options(opts)
   validateAssignment(assignment)
   toLoads(loads, assignment.slices.length)
+  resolveInputs(assignment, inputs)
   return cloneAssignment(assignment)
 }
 
-/** Rebuild the ring with one more server: only the keys its points capture move (~1/(n+1)). */
-function addServer (assignment, id, url, loads, opts) {
+/**
+ * Rebuild the ring with one more server: only the keys its points capture move (~1/(n+1)).
+ * `inputs` is validated; the ring does not consult it.
+ */
+function addServer (assignment, id, url, loads, opts, inputs) {
   const o = options(opts)
   checkMembershipChange('join', assignment, id, { url, loads })
+  resolveInputs(assignment, inputs)
   const servers = { ...cloneAssignment(assignment).servers, [id]: { url } }
   return ringAssignment(servers, o.vnodes, assignment.generation)
 }
 
-/** Rebuild the ring without a server: only its keys move, to the next points clockwise. */
-function removeServer (assignment, id, loads, opts) {
+/**
+ * Rebuild the ring without a server: only its keys move, to the next points
+ * clockwise, whether or not their owners' loads are known (`inputs` is
+ * validated; the ring does not consult it).
+ */
+function removeServer (assignment, id, loads, opts, inputs) {
   const o = options(opts)
   checkMembershipChange('leave', assignment, id, { loads })
+  resolveInputs(assignment, inputs)
   const servers = cloneAssignment(assignment).servers
   delete servers[id]
   return ringAssignment(servers, o.vnodes, assignment.generation)

@@ -128,4 +128,46 @@ function checkMembershipChange (change, assignment, id, { url, loads }) {
   return load
 }
 
-module.exports = { resolveOptions, expect, toLoads, checkServerId, checkUrl, checkServers, checkMembershipChange }
+/** Every field of a strategy's `inputs` argument (facts about the period, not tuning). */
+const INPUT_FIELDS = ['unknownServers']
+
+/**
+ * A strategy's optional `inputs` argument: facts the controller knows about
+ * this period, as opposed to options, which tune the algorithm. Validated
+ * against the (already validated) assignment.
+ *  - `unknownServers`: ids of servers whose load collection failed this
+ *    period, so their slices' loads are stale guesses. Each must be in
+ *    `assignment.servers`, once.
+ * Unknown field names are rejected, as for options.
+ * @param {object} assignment a valid assignment
+ * @param {{unknownServers?: string[]}|null|undefined} inputs
+ * @returns {{ unknownServers: Set<string> }} a new object; the caller's arrays are not kept
+ */
+function resolveInputs (assignment, inputs) {
+  const unknownServers = new Set()
+  if (inputs === undefined || inputs === null) return { unknownServers }
+  if (typeof inputs !== 'object' || Array.isArray(inputs)) {
+    throw new InvalidArgumentError(`inputs must be an object { unknownServers }, got ${show(inputs)}`)
+  }
+  for (const key of Object.keys(inputs)) {
+    if (!INPUT_FIELDS.includes(key)) {
+      throw new InvalidArgumentError(`unknown inputs field ${key} (valid fields: ${INPUT_FIELDS.join(', ')})`)
+    }
+  }
+  const ids = inputs.unknownServers
+  if (ids === undefined) return { unknownServers }
+  if (!Array.isArray(ids)) {
+    throw new InvalidArgumentError(`invalid inputs.unknownServers: expected an array of server ids, got ${show(ids)}`)
+  }
+  ids.forEach((id, i) => {
+    checkServerId(id, `inputs.unknownServers[${i}]`)
+    if (!Object.hasOwn(assignment.servers, id)) {
+      throw new InvalidArgumentError(`inputs.unknownServers[${i}]: server ${id} is not in the assignment`)
+    }
+    if (unknownServers.has(id)) throw new InvalidArgumentError(`inputs.unknownServers lists server ${id} twice`)
+    unknownServers.add(id)
+  })
+  return { unknownServers }
+}
+
+module.exports = { resolveOptions, expect, toLoads, checkServerId, checkUrl, checkServers, checkMembershipChange, resolveInputs }

@@ -18,6 +18,11 @@
  *  3. the slice count never drops below the number of servers, and no server
  *     that owns slices is left with none (it would sit idle, 5.2.3's spirit).
  * Runs are grown greedily left to right; the merged slice's load is the sum.
+ *
+ * Slices owned by a *frozen* server (one whose load is unknown this period)
+ * take no part: they neither start nor join a run, so a run ends at them, and
+ * their stale loads are left out of the mean. See docs/algorithm.md, "Servers
+ * with unknown load".
  */
 
 /** A run of adjacent slices being considered for one merge. */
@@ -79,13 +84,22 @@ class Run {
  * @param {Array<{start:number,end:number,servers:string[],load:number}>} slices in key order
  * @param {string[]} serverIds every server of the assignment (including ones without slices)
  * @param {number} churnLimit merge budget, in keys
+ * @param {Set<string>} [frozen] servers whose slices must stay as they are
  * @returns {{ slices: object[], churn: number, ops: object[] }}
  */
-function mergePhase (slices, serverIds, churnLimit) {
+function mergePhase (slices, serverIds, churnLimit, frozen = new Set()) {
   const n = slices.length
+  const mergeable = (s) => !frozen.has(s.servers[0])
   let total = 0
-  for (const s of slices) total += s.load
-  const threshold = total / n // mean slice load before any merge
+  let counted = 0
+  for (const s of slices) {
+    if (!mergeable(s)) continue
+    total += s.load
+    counted++
+  }
+  // mean slice load before any merge, over the slices whose loads are known;
+  // with none, 0: loads are >= 0, so nothing is strictly below it
+  const threshold = counted > 0 ? total / counted : 0
   const ownedCount = new Map(serverIds.map((id) => [id, 0]))
   for (const s of slices) ownedCount.set(s.servers[0], ownedCount.get(s.servers[0]) + 1)
 
@@ -96,7 +110,8 @@ function mergePhase (slices, serverIds, churnLimit) {
   const ops = []
   let i = 0
   while (i < n) {
-    if (i + 1 === n || !(slices[i].load + slices[i + 1].load < threshold)) {
+    if (i + 1 === n || !mergeable(slices[i]) || !mergeable(slices[i + 1]) ||
+      !(slices[i].load + slices[i + 1].load < threshold)) {
       out.push(copySlice(slices[i])) // cannot start a run: skip the bookkeeping
       i++
       continue
@@ -106,7 +121,7 @@ function mergePhase (slices, serverIds, churnLimit) {
     // appending slices[j] removes one more slice from the total
     while (j < n && sliceCount - run.slices.length >= minSlices) {
       const s = slices[j]
-      if (!(run.load + s.load < threshold)) break
+      if (!mergeable(s) || !(run.load + s.load < threshold)) break
       const trial = run.tryAdd(s)
       if (trial === null || churn + trial.churn > churnLimit) break
       run.add(trial)

@@ -26,6 +26,12 @@ const { copySlice } = require('./merge')
  * A moved slice lands on a receiver, and receivers never donate within the
  * round, so every slice moves at most once: the loop is bounded by the slice
  * count.
+ *
+ * A *frozen* server (its load is unknown this period) is left out entirely:
+ * it is never the hottest, the coolest, a donor or a receiver, and its stale
+ * load counts neither in the ratio that stops the phase nor in the imbalance
+ * of step 4c. Its slices stay where they are. See docs/algorithm.md,
+ * "Servers with unknown load".
  */
 
 /**
@@ -57,15 +63,21 @@ function raisesImbalance (serverLoad, from, to, amount) {
 /**
  * @param {Array<{start:number,end:number,servers:string[],load:number}>} slices in key order
  * @param {string[]} serverIds every server of the assignment, sorted
- * @param {{ratio:number, churnLimit:number}} limits churnLimit in keys
+ * @param {{ratio:number, churnLimit:number, skipOverBudget?:boolean, frozen?:Set<string>}} limits
+ *   churnLimit in keys; frozen = servers that take no part (load unknown)
  * @returns {{ slices: object[], churn: number, ops: object[], stop: string }}
  */
-function movePhase (slices, serverIds, { ratio, churnLimit, skipOverBudget = true }) {
+function movePhase (slices, serverIds, { ratio, churnLimit, skipOverBudget = true, frozen = new Set() }) {
   const out = slices.map(copySlice)
-  const servers = serverIds.map((id, index) => ({ id, index, load: 0, keys: 0, list: [], receiver: false }))
+  const servers = serverIds
+    .filter((id) => !frozen.has(id))
+    .map((id, index) => ({ id, index, load: 0, keys: 0, list: [], receiver: false }))
+  // with no server to take part there is nothing to compare: same as an idle period
+  if (servers.length === 0) return { slices: out, churn: 0, ops: [], stop: 'idle' }
   const byId = new Map(servers.map((s) => [s.id, s]))
   out.forEach((s, i) => {
     const owner = byId.get(s.servers[0])
+    if (owner === undefined) return // a frozen server's slice: in no list, so it never moves
     owner.load += s.load
     owner.keys += s.end - s.start
     owner.list.push(i)

@@ -16,20 +16,31 @@ const { copySlice } = require('./merge')
  *  - `maxSlices`: when splitting every candidate would exceed this total,
  *    the hottest candidates (ties: lower start) are split first.
  * The mean is taken once, over the slices as they enter the phase.
+ *
+ * Slices owned by a *frozen* server (load unknown this period) are never
+ * split, and their stale loads are left out of the mean (docs/algorithm.md,
+ * "Servers with unknown load").
  */
 
 /**
  * @param {Array<{start:number,end:number,servers:string[],load:number}>} slices in key order
- * @param {{maxSlices:number, minSliceLength:number}} limits
+ * @param {{maxSlices:number, minSliceLength:number, frozen?:Set<string>}} limits
+ *   frozen = servers whose slices must stay as they are
  * @returns {{ slices: object[], ops: object[] }}
  */
-function splitPhase (slices, { maxSlices, minSliceLength }) {
+function splitPhase (slices, { maxSlices, minSliceLength, frozen = new Set() }) {
+  const splittable = (s) => !frozen.has(s.servers[0])
   let total = 0
-  for (const s of slices) total += s.load
-  const mean = total / slices.length
+  let counted = 0
+  for (const s of slices) {
+    if (!splittable(s)) continue
+    total += s.load
+    counted++
+  }
+  const mean = counted > 0 ? total / counted : Infinity // no known slice: nothing to split
   let candidates = []
   slices.forEach((s, i) => {
-    if (s.load > mean && s.end - s.start >= 2 * minSliceLength) candidates.push(i)
+    if (splittable(s) && s.load > mean && s.end - s.start >= 2 * minSliceLength) candidates.push(i)
   })
   const room = Math.max(0, maxSlices - slices.length)
   if (candidates.length > room) {

@@ -24,7 +24,7 @@ describe('ShardGuard', () => {
     expect(g.stats).toMatchObject({ admitted: 1, misdirected: 2 })
   })
 
-  test('reports per-range counts across a layout change, then resets', () => {
+  test('reports per-range counts across a layout change; a report stays until the controller acknowledges it', () => {
     const g = new ShardGuard({ serverId: 'me' })
     g.setAssignment(gen(1, 'me'))
     const a = keyIn(0, H)
@@ -35,7 +35,17 @@ describe('ShardGuard', () => {
     const r = g.report()
     expect(r.generation).toBe(2)
     expect(r.entries).toEqual([{ start: 0, end: H, count: 3 }, { start: H, end: KEYSPACE_SIZE, count: 1 }])
-    expect(g.report().entries).toEqual([])
+    // Not acknowledged (the answer was lost): read again, nothing lost, nothing doubled, plus new counts.
+    g.admit(b)
+    const again = g.report()
+    expect(again.entries).toEqual([{ start: 0, end: H, count: 3 }, { start: H, end: KEYSPACE_SIZE, count: 2 }])
+    expect(again.frames).toBe(2)
+    expect(again.seq).toBe(r.seq + 1)
+    // Acknowledged: only what came after.
+    g.admit(a)
+    expect(g.report({ instance: again.instance, seq: again.seq }).entries).toEqual([{ start: 0, end: H, count: 1 }])
+    // An acknowledgement for another incarnation is ignored.
+    expect(g.report({ instance: 'other', seq: 1e9 }).entries).toEqual([{ start: 0, end: H, count: 1 }])
   })
 
   test('fires onRelease then onAcquire with the ranges that changed, before serving on the new map', () => {

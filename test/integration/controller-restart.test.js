@@ -31,6 +31,7 @@ describe('controller restart', () => {
     for (let round = 0; round < 3; round++) {
       await runLimited(keys.map((k) => () => call(`${fe.urls.url}/compute?key=${k}&n=2`)), 4)
       await controller.runRound()
+      await controller.settled(5000)
     }
     const oldGeneration = controller.assignment.generation
     await pollUntil(() => fe.table.generation === oldGeneration, { what: 'front end synced' })
@@ -41,7 +42,7 @@ describe('controller restart', () => {
     await controller.start()
     closers.push(() => controller.close())
 
-    await pollUntil(() => controller.assignment && Object.keys(controller.assignment.servers).length === 2 &&
+    await pollUntil(() => controller.assignment && Object.keys(controller.assignment.servers).length === 2 && !controller.status().handoff.inProgress &&
       fe.table.generation === controller.assignment.generation &&
       servers.every((s) => s.guard.generation === controller.assignment.generation),
     { timeoutMs: 10000, what: 'members relearned and synced' })

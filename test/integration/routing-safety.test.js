@@ -50,6 +50,7 @@ describe('routing safety', () => {
 
     // A third server joins: the keyspace is re-laid, so many keys change owner.
     servers.push(await serverUp('app-3', controller.url))
+    expect(await controller.settled(5000)).toBe(true) // the fenced handoff of the join is granted
     const current = new SliceMap(controller.assignment)
     await pollUntil(() => servers.every((s) => s.guard.generation === current.generation), { what: 'servers synced' })
     expect(fe.table.generation).toBe(staleGeneration)
@@ -130,6 +131,7 @@ describe('routing safety', () => {
     await controller.runRound()
     const before = controller.assignment.generation
     await b.close() // graceful: deregisters
+    expect(await controller.settled(5000)).toBe(true)
     expect(controller.assignment.generation).toBeGreaterThan(before)
     expect(controller.assignment.slices.every((s) => s.servers[0] === 'app-1')).toBe(true)
     await pollUntil(() => fe.table.generation === controller.assignment.generation, { what: 'front end got the new map' })

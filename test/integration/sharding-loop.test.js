@@ -59,7 +59,7 @@ async function startStack (strategy, periodMs) {
   const fe = createFrontend({ controllerUrl })
   await fe.start()
   closers.push(() => fe.close())
-  await pollUntil(() => controller.assignment && Object.keys(controller.assignment.servers).length === 3 && fe.table.generation === controller.assignment.generation, { timeoutMs: 10000, what: 'cluster ready' })
+  await pollUntil(() => controller.assignment && Object.keys(controller.assignment.servers).length === 3 && !controller.status().handoff.inProgress && fe.table.generation === controller.assignment.generation, { timeoutMs: 10000, what: 'cluster ready' })
   return { controller, servers, fe, close: async () => { for (const c of closers.reverse()) await c() } }
 }
 

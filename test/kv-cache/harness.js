@@ -24,12 +24,16 @@ function createHarness () {
     while (closers.length) await closers.pop()()
   }
 
-  /** The app alone behind a bare Express server (hooks are called by the test). */
-  async function standalone (options) {
+  /**
+   * The app alone behind a bare Express server (hooks are called by the test).
+   * `middleware` runs first, e.g. to set req.chopperGeneration as the shard guard would.
+   */
+  async function standalone (options, { middleware } = {}) {
     const registry = new Registry()
     const kv = await kvCache.create({ registry, ...options })
     track(() => kv.close())
     const app = express()
+    if (middleware) app.use(middleware)
     app.use(kv.app)
     const server = http.createServer(app)
     const port = await listen(server, 0, '127.0.0.1')
@@ -65,11 +69,22 @@ function createHarness () {
   function dynamoClient (endpoint) {
     const c = new DynamoDBClient({ endpoint, region: 'us-west-2', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })
     track(() => c.destroy())
+    async function item (table, key) {
+      const out = await c.send(new GetItemCommand({ TableName: table, Key: { k: { S: key } }, ConsistentRead: true }))
+      return out.Item || null
+    }
     return {
+      /** The live value as a string; null when absent or a tombstone. */
       async get (table, key) {
-        const out = await c.send(new GetItemCommand({ TableName: table, Key: { k: { S: key } }, ConsistentRead: true }))
-        return out.Item ? Buffer.from(out.Item.v.B).toString() : null
+        const it = await item(table, key)
+        return it && !(it.del && it.del.BOOL) ? Buffer.from(it.v.B).toString() : null
       },
+      /** The raw item, with `ver` as a BigInt (absent: null) and `del` as a boolean. */
+      async item (table, key) {
+        const it = await item(table, key)
+        return it && { ...it, ver: it.ver ? BigInt(it.ver.N) : null, del: Boolean(it.del && it.del.BOOL) }
+      },
+      /** A put without a version, as items written before versions existed. */
       async put (table, key, value, contentType = 'text/plain') {
         await c.send(new PutItemCommand({ TableName: table, Item: { k: { S: key }, v: { B: Buffer.from(value) }, ct: { S: contentType } } }))
       }

@@ -17,6 +17,18 @@ class ControllerClient {
     return data
   }
 
+  /** Renew this server's lease, reporting the generations it holds and has drained. */
+  async renewLease (id, { generation, drainedGeneration }) {
+    const { data } = await this.http.post(`/v1/servers/${encodeURIComponent(id)}/lease`, { generation, drainedGeneration })
+    return data
+  }
+
+  /** Ask for this server's slices to be handed to others (graceful drain). */
+  async drainServer (id) {
+    const { data } = await this.http.post(`/v1/servers/${encodeURIComponent(id)}/drain`, {})
+    return data
+  }
+
   async deregisterServer (id) {
     await this.http.delete(`/v1/servers/${encodeURIComponent(id)}`)
   }

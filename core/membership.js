@@ -1,7 +1,7 @@
 'use strict'
 
-const { pollUntil } = require('../core/poll')
-const { silent } = require('../core/logger')
+const { pollUntil } = require('./poll')
+const { silent } = require('./logger')
 
 /**
  * A member's life with the controller, shared by app servers and front ends:
@@ -23,6 +23,7 @@ class Membership {
     Object.assign(this, { register, deregister, install, registerTimeoutMs, reregisterMs, what, logger })
     this.registered = false
     this.timer = null
+    this.inflight = null
   }
 
   async start () {
@@ -37,23 +38,32 @@ class Membership {
     this.registered = true
     this.install(body)
     if (this.reregisterMs > 0) {
-      this.timer = setInterval(() => this.#reregister(), this.reregisterMs)
+      this.timer = setInterval(() => this.reregister(), this.reregisterMs)
       this.timer.unref()
     }
   }
 
-  async #reregister () {
-    try {
-      this.install(await this.register())
-    } catch (err) {
-      this.logger.warn({ err: { code: err.code, message: err.message } }, 're-registration with the controller failed')
-    }
+  /** Register again now (idempotent; concurrent calls share one request). */
+  reregister () {
+    if (!this.registered) return Promise.resolve()
+    if (this.inflight) return this.inflight
+    this.inflight = (async () => {
+      try {
+        this.install(await this.register())
+      } catch (err) {
+        this.logger.warn({ err: { code: err.code, message: err.message } }, 're-registration with the controller failed')
+      } finally {
+        this.inflight = null
+      }
+    })()
+    return this.inflight
   }
 
   async stop () {
     clearInterval(this.timer)
     if (!this.registered) return
     this.registered = false
+    if (this.inflight) await this.inflight
     try {
       await this.deregister()
     } catch (err) {

@@ -1,0 +1,74 @@
+'use strict'
+
+const crypto = require('node:crypto')
+
+/**
+ * Per-range request counts that a read never loses (issue: "load reports that
+ * lose nothing and lie about nothing").
+ *
+ * Counts accumulate in frames. Every read closes the open frame under the next
+ * sequence number and returns every frame the controller has not acknowledged,
+ * merged. The controller acknowledges a sequence number only after it has used
+ * that report (`ack` on its next read), so a read whose answer is lost (a
+ * timeout, a dropped connection) is simply read again, with the newer counts
+ * added: nothing is lost and nothing is counted twice. `frames` tells the
+ * controller how many collection periods a report spans, so a server whose
+ * earlier reads failed does not look twice as hot.
+ *
+ * `instance` changes with every process, so an acknowledgement meant for an
+ * earlier incarnation of this server id is ignored.
+ */
+class LoadLedger {
+  /** @param {{ maxFrames?: number }} [options] unacknowledged frames kept; older ones are folded together */
+  constructor ({ maxFrames = 64 } = {}) {
+    this.instance = crypto.randomBytes(6).toString('base64url')
+    this.maxFrames = maxFrames
+    this.seq = 0
+    this.open = [] // { start, end, count } of the open frame
+    this.frames = [] // { seq, entries } closed, unacknowledged
+  }
+
+  /** Add counts of one slice to the open frame. */
+  add (start, end, count) {
+    if (count > 0) this.open.push({ start, end, count })
+  }
+
+  /**
+   * Close the open frame and return everything not yet acknowledged.
+   * @param {{ instance?: string, seq?: number }} [ack] the controller's last used report
+   * @returns {{ instance: string, seq: number, frames: number, entries: {start,end,count}[] }}
+   */
+  read (ack = {}) {
+    if (ack.instance === this.instance && Number.isSafeInteger(ack.seq)) {
+      this.frames = this.frames.filter((f) => f.seq > ack.seq)
+    }
+    this.frames.push({ seq: ++this.seq, entries: this.open })
+    this.open = []
+    if (this.frames.length > this.maxFrames) {
+      // The controller has not acknowledged for a long time: keep the counts, lose the framing.
+      const folded = this.frames.splice(0, this.frames.length - this.maxFrames + 1)
+      this.frames.unshift({ seq: folded[folded.length - 1].seq, entries: folded.flatMap((f) => f.entries), folded: folded.length })
+    }
+    const entries = []
+    let frames = 0
+    for (const f of this.frames) {
+      for (const e of f.entries) entries.push(e)
+      frames += f.folded || 1
+    }
+    return { instance: this.instance, seq: this.seq, frames, entries: coalesce(entries) }
+  }
+}
+
+/** Sum entries with identical ranges, so repeated reads stay small. */
+function coalesce (entries) {
+  const byRange = new Map()
+  for (const e of entries) {
+    const k = `${e.start}:${e.end}`
+    const prev = byRange.get(k)
+    if (prev) prev.count += e.count
+    else byRange.set(k, { start: e.start, end: e.end, count: e.count })
+  }
+  return [...byRange.values()].sort((a, b) => a.start - b.start || a.end - b.end)
+}
+
+module.exports = { LoadLedger }
