@@ -35,6 +35,8 @@ async function prepareShared (appModule, options) {
 async function startApp (appModule, { id, appOptions = {}, registry, logger, ...serverOptions }) {
   const instance = await appModule.create({ ...appOptions, serverId: id, registry, logger })
   const server = createAppServer({
+    // The app's own default consistency (kv-cache: strict) unless the caller chose one.
+    ...(instance.consistency ? { consistency: instance.consistency } : {}),
     ...serverOptions,
     id,
     app: instance.app,

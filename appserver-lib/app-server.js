@@ -164,7 +164,8 @@ function createAppServer (options) {
     await Promise.all([close(dataServer), close(controlServer)])
   }
 
-  return { start, close: closeServer, drain, guard, registry, get urls () { return urls }, get leases () { return leases } }
+  // `listeners` is for fault injection in benches (bench/chaos): the raw http servers.
+  return { start, close: closeServer, drain, guard, registry, listeners: { data: dataServer, control: controlServer }, get urls () { return urls }, get leases () { return leases } }
 }
 
 function registerGuardMetrics (registry, guard) {

@@ -26,5 +26,10 @@ runEntryPoint('appserver', async (settings, logger) => {
     controlPort: settings.controlPort,
     advertiseHost: settings.advertiseHost
   })
-  return () => started.close()
+  // SIGTERM/SIGINT: drain first (slices handed off, in-flight requests
+  // finished, deregistered), then close.
+  return async () => {
+    await started.server.drain()
+    await started.close()
+  }
 })

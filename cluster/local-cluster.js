@@ -88,7 +88,7 @@ async function startLocalCluster (options = {}) {
 
     await pollUntil(() => {
       const a = controller.assignment
-      return a && Object.keys(a.servers).length === opts.servers &&
+      return a && Object.keys(a.servers).length === opts.servers && !controller.status().handoff.inProgress &&
         frontends.every((f) => f.frontend.table.generation === a.generation) &&
         servers.every((s) => s.server.guard.generation === a.generation)
     }, { timeoutMs: opts.readyTimeoutMs, what: 'every component to hold the current assignment' })

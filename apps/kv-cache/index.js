@@ -59,6 +59,9 @@ async function create (options = {}) {
     return {
       app: createRoutes({ service, maxValueBytes: o.maxValueBytes, capacity, logger: log }),
       capacity,
+      // Exclusive admission under leases: a value is only ever served by the one
+      // server that may have acknowledged the last write (docs/ownership.md).
+      consistency: 'strict',
       onAcquire: (ranges) => service.onAcquire(ranges),
       onRelease: (ranges) => service.onRelease(ranges),
       cache: { backend: cache.backend, url: cache.url },
