@@ -15,7 +15,9 @@ const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOS
 // A request may have reached the app server before its connection broke: only
 // methods that may be repeated are retried (RFC 9110 9.2.2).
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS'])
-const MAX_RETRIES = 2
+// A key can meet several handoffs in a row (a hot slice moved twice): retry a
+// few times, always within the hold deadline.
+const MAX_RETRIES = 4
 
 function retryableAfter (err, method) {
   return NOT_SENT_CODES.has(err.code) || IDEMPOTENT.has(method)
