@@ -111,11 +111,11 @@ describe('failure detection, eviction and drain', () => {
     const { controller, members, startServer, fe } = await cluster({ serverOptions: { consistency: 'strict' } })
     const pool = new Pool(fe.urls.url, { connections: 8 })
     closers.push(() => pool.close())
-    let stop = false
+    const run = { stop: false }
     const statuses = {}
     let sent = 0
     const drivers = Array.from({ length: 8 }, async (_, c) => {
-      for (let i = c; !stop; i += 8) {
+      for (let i = c; !run.stop; i += 8) {
         const { statusCode, body } = await pool.request({ method: 'GET', path: `/compute?key=${KEYS[i % KEYS.length]}&n=20` })
         await body.dump()
         sent++
@@ -138,7 +138,7 @@ describe('failure detection, eviction and drain', () => {
         expect(await controller.settled(5000)).toBe(true)
       }
     } finally {
-      stop = true
+      run.stop = true
       await Promise.all(drivers)
     }
     expect(sent).toBeGreaterThan(150)

@@ -40,11 +40,11 @@ async function runMoves ({ handoff, consistency, moves, clients = 12, workMs = 3
     const pools = fes.map((fe) => new Pool(fe.urls.url, { connections: clients }))
     closers.push(() => Promise.all(pools.map((p) => p.close())))
 
-    let stop = false
+    const run = { stop: false }
     const statuses = new Map()
     const drivers = Array.from({ length: clients }, async (_, c) => {
       const rng = createRng(100 + c)
-      while (!stop) {
+      while (!run.stop) {
         const key = KEYS[rng.int(KEYS.length)]
         const { statusCode, body } = await pools[c % 2].request({ method: 'GET', path: `/work?key=${key}&ms=${workMs}` })
         await body.dump()
@@ -66,7 +66,7 @@ async function runMoves ({ handoff, consistency, moves, clients = 12, workMs = 3
         await Promise.all(fes.map((fe) => fe.table.waitNewer(controller.assignment.generation - 1, { timeoutMs: 2000 })))
       }
     } finally {
-      stop = true
+      run.stop = true
       await Promise.all(drivers)
     }
     return { done, intervals: log.intervals, statuses: Object.fromEntries(statuses), status: controller.status() }
