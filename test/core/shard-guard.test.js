@@ -78,4 +78,70 @@ describe('ShardGuard', () => {
     expect(() => new ShardGuard({})).toThrow(/invalid serverId/)
     expect(() => new ShardGuard({ serverId: 'x', onAcquire: 5 })).toThrow(/invalid onAcquire/)
   })
+  test('a moving slice is admitted by nobody; its new owner holds a request until the grant', async () => {
+    const g = new ShardGuard({ serverId: 'me', holdMs: 5000 })
+    g.setAssignment(gen(1, 'other', 'other'))
+    const k = keyIn(0, H)
+    const revoke = gen(2, 'me')
+    revoke.slices[0].moving = true
+    g.setAssignment(revoke)
+    expect(g.admitSliceKey(sliceKey(k))).toBe(-1)
+    expect(g.shouldHold(sliceKey(k), 2)).toBe(true)
+    const held = g.admitOrHold(sliceKey(k), 2)
+    expect(g.stats.held).toBe(1)
+    g.setAssignment(gen(3, 'me'))
+    expect(await held).toBeGreaterThanOrEqual(0)
+  })
+
+  test('a request routed with a newer generation waits for it; without a newer map it is refused after holdMs', async () => {
+    let now = 0
+    const g = new ShardGuard({ serverId: 'me', holdMs: 20, now: () => now })
+    g.setAssignment(gen(1, 'other'))
+    const k = sliceKey(keyIn(0, H))
+    expect(g.shouldHold(k, 1)).toBe(false) // same generation: refuse at once
+    expect(g.shouldHold(k, 2)).toBe(true)
+    const held = g.admitOrHold(k, 2)
+    now = 25 // the hold's deadline passes before any newer map arrives
+    expect(await held).toBe(-1)
+  })
+
+  test('strict: admits only under a live lease, measured from when the renewal was sent, and only for the required generation', () => {
+    let now = 1000
+    const g = new ShardGuard({ serverId: 'me', consistency: 'strict', now: () => now })
+    g.setAssignment(gen(4, 'me'))
+    const k = sliceKey(keyIn(0, H))
+    expect(g.admitSliceKey(k)).toBeGreaterThanOrEqual(0) // no lease ever granted: not in force
+    expect(g.applyLease({ leaseMs: 1500, minGeneration: 5 }, 900)).toBe(false) // we hold 4 < 5
+    expect(g.applyLease({ leaseMs: 1500, minGeneration: 4 }, 900)).toBe(true)
+    now = 2399
+    expect(g.admitSliceKey(k)).toBeGreaterThanOrEqual(0)
+    now = 2400 // 900 + 1500
+    expect(g.admitSliceKey(k)).toBe(-2)
+    expect(() => g.admit(keyIn(0, H))).toThrow(expect.objectContaining({ code: 'CHOPPER_ERR_LEASE_EXPIRED', status: 421 }))
+    expect(g.stats.leaseRefused).toBe(2)
+    const a = new ShardGuard({ serverId: 'me', consistency: 'available', now: () => now })
+    a.setAssignment(gen(4, 'me'))
+    a.applyLease({ leaseMs: 1, minGeneration: 0 }, 0)
+    expect(a.admitSliceKey(k)).toBeGreaterThanOrEqual(0) // available: the lease does not gate admission
+  })
+
+  test('drainedGeneration stays below a revoke until requests admitted under older maps finish', async () => {
+    const g = new ShardGuard({ serverId: 'me' })
+    g.setAssignment(gen(1, 'me'))
+    const k = sliceKey(keyIn(0, H))
+    g.admitSliceKey(k)
+    const token = g.begin()
+    g.setAssignment(gen(2, 'other'))
+    expect(g.drainedGeneration).toBe(1)
+    const drained = g.waitDrained(5000)
+    g.end(token)
+    expect(await drained).toBe(true)
+    expect(g.drainedGeneration).toBe(2)
+    expect(await g.waitDrained(0)).toBe(true)
+  })
+
+  test('invalid consistency or holdMs is refused with a message naming it', () => {
+    expect(() => new ShardGuard({ serverId: 'me', consistency: 'eventual' })).toThrow(/invalid consistency/)
+    expect(() => new ShardGuard({ serverId: 'me', holdMs: -1 })).toThrow(/invalid holdMs/)
+  })
 })
