@@ -1,7 +1,9 @@
 'use strict'
 
 const { InvalidArgumentError } = require('../core/errors')
+const { Registry } = require('prom-client')
 const { createAppServer } = require('../appserver-lib')
+const { silent } = require('../core/logger')
 
 /** The apps appserver-lib hosts here, loaded lazily (kv-cache pulls in the AWS SDK). */
 const APPS = Object.freeze({
@@ -32,7 +34,7 @@ async function prepareShared (appModule, options) {
  *   serverOptions go to createAppServer (controllerUrl, host, port, ...)
  * @returns {Promise<{ id, url, controlUrl, server, instance, close }>}
  */
-async function startApp (appModule, { id, appOptions = {}, registry, logger, ...serverOptions }) {
+async function startApp (appModule, { id, appOptions = {}, registry = new Registry(), logger = silent, ...serverOptions }) {
   const instance = await appModule.create({ ...appOptions, serverId: id, registry, logger })
   const server = createAppServer({
     // The app's own default consistency (kv-cache: strict) unless the caller chose one.
