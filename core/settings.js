@@ -26,6 +26,8 @@ const ENV = Object.freeze({
     CHOPPER_CONTROLLER_PORT: { key: 'port', default: DEFAULT_PORTS.controller, parse: int },
     CHOPPER_STRATEGY: { key: 'strategy', default: 'chopper', parse: str },
     CHOPPER_PERIOD_MS: { key: 'periodMs', default: 5000, parse: int },
+    CHOPPER_LEASE_MS: { key: 'leaseMs', default: 1500, parse: int },
+    CHOPPER_HANDOFF: { key: 'handoff', default: 'fenced', parse: str },
     LOG_LEVEL: { key: 'logLevel', default: 'info', parse: str }
   },
   frontend: {
