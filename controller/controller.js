@@ -78,6 +78,13 @@ function createController (options = {}) {
   let target = null
   const handoffs = { revokes: 0, grants: 0, direct: 0, leaseLapses: 0 }
   const lastEntries = new Map() // server id -> its last successful load report (stand-in while its load is unknown)
+  // No member may admit under a lease granted before this instant (controller
+  // clock): the first assignment after none waits for it. A restarted
+  // controller cannot know its predecessor's grants, so a member reporting a
+  // generation moves it to one lease after this process started.
+  let leaseHorizon = -Infinity
+  let startedAt = leases.now()
+  let deferTimer = null
   let pristine = true // no traffic seen yet: membership changes re-lay the keyspace evenly
   // Highest generation any member reported holding. After a controller restart
   // members hold generations this process never issued; numbering above them
@@ -140,6 +147,12 @@ function createController (options = {}) {
       handoff.clear()
       return true
     }
+    if (!assignment && fenced && leases.now() < leaseHorizon) {
+      // Members may still hold leases on maps this controller never saw
+      // (a restart, or every server just left): issue nothing until they lapsed.
+      deferFirstAssignment(reason)
+      return true
+    }
     if (!fenced || !assignment) {
       issue({ ...next, generation: nextGeneration() }, reason, 'direct')
       return true
@@ -166,6 +179,24 @@ function createController (options = {}) {
       if (s) noteDrained(id, s.drainedGeneration)
     }
     return true
+  }
+
+  function deferFirstAssignment (reason) {
+    if (deferTimer) return
+    const wait = Math.ceil(leaseHorizon - leases.now())
+    log.warn({ waitMs: wait, reason }, 'members may hold leases from before: the first assignment waits until they lapsed')
+    deferTimer = setTimeout(() => {
+      deferTimer = null
+      if (!assignment && Object.keys(serverMap()).length > 0) commit(strategy.initial(serverMap(), strategyOptions), `${reason} (after the lease horizon)`)
+    }, wait)
+  }
+
+  /** Record a lease grant; it is returned to the member only while an assignment exists. */
+  function grantLease (id) {
+    const lease = leases.grant(id, assignment ? assignment.generation : 0)
+    if (!assignment) return undefined
+    leaseHorizon = Math.max(leaseHorizon, leases.expiresAt(id))
+    return lease
   }
 
   /** Every loser is done: grant the target layout. */
@@ -217,7 +248,9 @@ function createController (options = {}) {
    * generations we issued are all at or below it, and members report them back).
    */
   function noteGeneration (generation) {
-    if (!Number.isSafeInteger(generation) || generation <= generationFloor) return
+    if (!Number.isSafeInteger(generation)) return
+    if (generation > 0 && !assignment) leaseHorizon = Math.max(leaseHorizon, startedAt + opts.leaseMs + opts.leaseMarginMs)
+    if (generation <= generationFloor) return
     generationFloor = generation
     if (assignment && assignment.generation < generationFloor) {
       assignment = { ...assignment, generation: generationFloor + 1 }
@@ -408,7 +441,7 @@ function createController (options = {}) {
     addServer(id, url, controlUrl, generation)
     // The registration answer carries a lease: the member holds the current
     // map once it installs this answer's assignment.
-    res.status(201).json({ assignment, lease: leases.grant(id, assignment ? assignment.generation : 0) })
+    res.status(201).json({ assignment, lease: grantLease(id) })
   })
   app.post('/v1/servers/:id/lease', (req, res) => {
     const id = req.params.id
@@ -422,7 +455,7 @@ function createController (options = {}) {
     // Renewed only for a member that holds the current map: the answer carries
     // it when the member is behind, and the member installs it first.
     const current = assignment ? assignment.generation : 0
-    res.json({ lease: leases.grant(id, current), assignment: generation < current ? assignment : undefined })
+    res.json({ lease: grantLease(id), assignment: assignment && generation < current ? assignment : undefined })
   })
   app.post('/v1/servers/:id/drain', (req, res) => {
     const id = req.params.id
@@ -536,6 +569,7 @@ function createController (options = {}) {
     async start () {
       const port = await listen(server, opts.port, opts.host)
       url = `http://${opts.advertiseHost}:${port}`
+      startedAt = leases.now()
       schedule()
       leaseTimer = setInterval(checkLeases, opts.leaseCheckMs)
       log.info({ url, strategy: strategy.name, periodMs: opts.periodMs }, 'controller listening')
@@ -544,6 +578,7 @@ function createController (options = {}) {
     async close () {
       clearTimeout(timer)
       clearInterval(leaseTimer)
+      clearTimeout(deferTimer)
       timer = null
       if (running) await running.catch(() => {})
       pusher.close()

@@ -97,7 +97,9 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFr
         if (attempt < MAX_RETRIES && replayable && retryableAfter(err, req.method)) {
           // The owner may be dead or gone: wait for a map that routes elsewhere
           // (the controller moves a silent server's slices once its lease ran out).
-          if (attempt === 0) deadline = Date.now() + holdMs
+          // A fresh hold from here: the controller moves a dead server's slices
+          // only once its lease lapsed, whatever this request already waited.
+          deadline = Math.max(deadline, Date.now() + holdMs)
           const next = await table.waitNewer(generation, { timeoutMs: deadline - Date.now() })
           if (next && next.generation !== generation) {
             metrics.retries.inc({ reason: 'unreachable' })

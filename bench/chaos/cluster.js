@@ -1,0 +1,178 @@
+'use strict'
+
+const fs = require('node:fs')
+const path = require('node:path')
+const pino = require('pino')
+const { createController } = require('../../controller')
+const { createFrontend } = require('../../frontend')
+const { spawnRedis, startDynalite } = require('../../apps/kv-cache/embedded')
+const { sliceKey } = require('../../core/keyspace')
+const { pollUntil } = require('../../core/poll')
+const { InvalidArgumentError, InternalError } = require('../../core/errors')
+const { startAppServerProcess } = require('./appserver-process')
+
+/** Every option of startChaosCluster and its default. */
+const defaults = Object.freeze({
+  servers: 3,
+  frontends: 2,
+  periodMs: 1000, // balancing period; everything else is the controller's default
+  // Negative controls only (to check the bench can see a violation): undefined = the system's defaults.
+  handoff: undefined, // controller: 'fenced' | 'none'
+  consistency: undefined, // app servers: 'strict' | 'available'
+  logDir: undefined, // required: controller, front end and app server logs go here
+  logLevel: 'info', // controller and front ends (bench.log)
+  appLogLevel: 'warn', // app servers (app-N.log)
+  readyTimeoutMs: 30000
+})
+
+/**
+ * The system under test: one controller and the front ends in this process,
+ * one in-process dynalite shared by all, and `servers` kv-cache app servers,
+ * each in its own child process with its own redis-server, which this module
+ * spawns and can restart on the same port.
+ *
+ * @param {object} options see `defaults`
+ * @returns {Promise<ChaosCluster>}
+ */
+async function startChaosCluster (options = {}) {
+  const opts = { ...defaults, ...options }
+  if (typeof opts.logDir !== 'string') throw new InvalidArgumentError('invalid logDir: expected a directory path')
+  for (const k of ['servers', 'frontends']) {
+    if (!Number.isInteger(opts[k]) || opts[k] < 1 || opts[k] > 16) throw new InvalidArgumentError(`invalid ${k}: expected an integer from 1 to 16`)
+  }
+  fs.mkdirSync(opts.logDir, { recursive: true })
+  const benchLog = path.join(opts.logDir, 'bench.log')
+  const logger = pino({ level: opts.logLevel }, pino.destination({ dest: benchLog, sync: true }))
+  const closers = []
+  const closeAll = async () => {
+    for (const fn of closers.splice(0).reverse()) {
+      try { await fn() } catch (err) { logger.warn({ err }, 'error while stopping the chaos cluster') }
+    }
+  }
+
+  const ids = Array.from({ length: opts.servers }, (_, i) => `app-${i + 1}`)
+  const members = new Map() // id -> { proc, redis, incarnation }
+  let controller
+  let dynamo
+  let frontends = []
+
+  try {
+    dynamo = await startDynalite({ logger })
+    closers.push(() => dynamo.close())
+    controller = createController({ periodMs: opts.periodMs, logger, ...(opts.handoff ? { handoff: opts.handoff } : {}) })
+    const { url: controllerUrl } = await controller.start()
+    closers.push(() => controller.close())
+
+    for (const id of ids) {
+      const redis = await spawnRedis({ logger })
+      if (!redis) throw new InternalError('redis-server is not on PATH: the chaos bench restarts Redis and needs the real one')
+      members.set(id, { proc: null, redis, incarnation: 0 })
+    }
+    closers.push(async () => {
+      for (const m of members.values()) if (m.redis) await m.redis.close()
+    })
+    closers.push(async () => {
+      await Promise.all([...members.values()].map((m) => m.proc && m.proc.close()))
+    })
+    for (const id of ids) await startServer(id)
+
+    frontends = []
+    for (let i = 0; i < opts.frontends; i++) {
+      const fe = createFrontend({ id: `fe-${i + 1}`, controllerUrl, logger })
+      const urls = await fe.start()
+      closers.push(() => fe.close())
+      frontends.push({ id: fe.id, ...urls, frontend: fe })
+    }
+    await waitSettled({ timeoutMs: opts.readyTimeoutMs })
+  } catch (err) {
+    await closeAll()
+    throw err
+  }
+
+  /** Fork a (new) app server process for `id` on its Redis; resolves once it has registered. */
+  async function startServer (id) {
+    const m = members.get(id)
+    if (!m) throw new InvalidArgumentError(`unknown app server id ${JSON.stringify(id)}`)
+    if (m.proc && !m.proc.exitInfo()) throw new InternalError(`app server ${id} is still running (pid ${m.proc.pid})`)
+    m.incarnation++
+    m.proc = await startAppServerProcess({
+      id,
+      controllerUrl: controller.url,
+      dynamoEndpoint: dynamo.endpoint,
+      redisUrl: m.redis.url,
+      logFile: path.join(opts.logDir, `${id}.log`),
+      logLevel: opts.appLogLevel,
+      consistency: opts.consistency
+    })
+    logger.info({ server: id, pid: m.proc.pid, incarnation: m.incarnation, url: m.proc.url }, 'chaos: app server process started')
+    return m.proc
+  }
+
+  /** Stop `id`'s redis-server and start a new, empty one on the same port (the app server reconnects). */
+  async function restartRedis (id) {
+    const m = members.get(id)
+    const { port } = m.redis
+    await m.redis.close()
+    m.redis = null
+    m.redis = await spawnRedis({ logger, port })
+    logger.info({ server: id, port }, 'chaos: redis-server restarted')
+    return m.redis
+  }
+
+  /** Resolves once the controller lists `id` at `url` with a live lease and the current map. */
+  function waitRegistered (id, { url, timeoutMs = 30000 } = {}) {
+    return pollUntil(() => {
+      const s = controller.status()
+      const e = s.servers[id]
+      return Boolean(e && (!url || e.url === url) && e.leaseRemainingMs > 0 && e.generation === s.generation)
+    }, { timeoutMs, intervalMs: 20, what: `app server ${id} to be registered` })
+  }
+
+  /** Resolves once every server is registered, no handoff runs, and every member holds the current map. */
+  function waitSettled ({ timeoutMs = 30000 } = {}) {
+    return pollUntil(() => {
+      const a = controller.assignment
+      const s = controller.status()
+      return Boolean(a && ids.every((id) => s.servers[id] && s.servers[id].generation === a.generation) &&
+        !s.handoff.inProgress && frontends.every((f) => f.frontend.table.generation === a.generation))
+    }, { timeoutMs, intervalMs: 20, what: 'every component to hold the current assignment' })
+  }
+
+  /** The primary owner of each key under the controller's current map. */
+  function ownersOf (keys) {
+    const a = controller.assignment
+    const out = new Map()
+    if (!a) return out
+    for (const key of keys) {
+      const k = sliceKey(key)
+      let lo = 0
+      let hi = a.slices.length - 1
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1
+        if (a.slices[mid].end <= k) lo = mid + 1
+        else hi = mid
+      }
+      out.set(key, a.slices[lo].servers[0])
+    }
+    return out
+  }
+
+  return {
+    ids,
+    controller,
+    logger,
+    logDir: opts.logDir,
+    get controllerUrl () { return controller.url },
+    frontends,
+    frontendUrls: frontends.map((f) => f.url),
+    member: (id) => members.get(id),
+    startServer,
+    restartRedis,
+    waitRegistered,
+    waitSettled,
+    ownersOf,
+    close: closeAll
+  }
+}
+
+module.exports = { startChaosCluster, defaults }

@@ -1,0 +1,36 @@
+'use strict'
+
+const { request } = require('undici')
+const { InternalError } = require('../../core/errors')
+
+/**
+ * The bench's own small HTTP calls (metrics scrapes, moves), each bounded by
+ * `timeoutMs`. Throws on a transport error; non-2xx answers are returned.
+ */
+async function call (method, url, { json, timeoutMs = 10000 } = {}) {
+  const res = await request(url, {
+    method,
+    headers: json === undefined ? {} : { 'content-type': 'application/json' },
+    body: json === undefined ? undefined : JSON.stringify(json),
+    signal: AbortSignal.timeout(timeoutMs)
+  })
+  const text = await res.body.text()
+  return { status: res.statusCode, text }
+}
+
+/** GET a text body (e.g. /metrics); throws unless 200. */
+async function getText (url, options) {
+  const { status, text } = await call('GET', url, options)
+  if (status !== 200) throw new InternalError(`GET ${url} answered ${status}: ${text.slice(0, 200)}`)
+  return text
+}
+
+/** POST JSON; resolves { status, body } with the parsed body (null if not JSON). */
+async function postJson (url, json, options) {
+  const { status, text } = await call('POST', url, { ...options, json })
+  let body = null
+  try { body = JSON.parse(text) } catch {}
+  return { status, body }
+}
+
+module.exports = { getText, postJson }

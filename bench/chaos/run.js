@@ -1,0 +1,120 @@
+#!/usr/bin/env node
+'use strict'
+
+// npm run chaos: the failure bench. Prints a table to stdout (progress goes to
+// stderr) and writes <out>/chaos.json and <out>/chaos.md. Not a test.
+const path = require('node:path')
+const { parseArgs } = require('node:util')
+const { runChaos, FAULT_NAMES } = require('./index')
+const { formatTable, writeReports } = require('./report')
+
+const USAGE = `usage: npm run chaos -- [options]
+  --rate N          requests per second, open loop (default 300)
+  --keys N          keys per phase (default 200)
+  --put-ratio F     share of PUTs (default 0.2)
+  --moves N         slice moves in the moves phase (default 1000; --quick 100)
+  --redis-every N   moves between Redis restarts (default 200; --quick 25)
+  --before-ms MS    steady load before each fault (default 5000; --quick 2000)
+  --after-ms MS     steady load after each fault (default 5000; --quick 2000)
+  --seed N          seed for keys, operations and moves (default 1)
+  --only LIST       comma-separated faults: ${FAULT_NAMES.join(', ')}
+  --quick           a short run for smoke-testing
+  --out DIR         where chaos.json and chaos.md go (default bench/results)
+  --log-dir DIR     component logs (default: a new directory under the OS temp dir)
+  negative controls (weaken the system on purpose, to check the bench catches it):
+  --handoff none    controller pushes new maps without fenced handoff
+  --consistency available   app servers admit without a live lease`
+
+function fail (message) {
+  process.stderr.write(`${message}\n${USAGE}\n`)
+  process.exit(2)
+}
+
+function parse (argv) {
+  let values
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      options: {
+        rate: { type: 'string' },
+        keys: { type: 'string' },
+        'put-ratio': { type: 'string' },
+        moves: { type: 'string' },
+        'redis-every': { type: 'string' },
+        'before-ms': { type: 'string' },
+        'after-ms': { type: 'string' },
+        seed: { type: 'string' },
+        only: { type: 'string' },
+        quick: { type: 'boolean' },
+        out: { type: 'string' },
+        'log-dir': { type: 'string' },
+        handoff: { type: 'string' },
+        consistency: { type: 'string' },
+        help: { type: 'boolean', short: 'h' }
+      }
+    }))
+  } catch (err) {
+    fail(err.message)
+  }
+  if (values.help) {
+    process.stdout.write(USAGE + '\n')
+    process.exit(0)
+  }
+  const num = (name) => {
+    if (values[name] === undefined) return undefined
+    const n = Number(values[name])
+    if (values[name].trim() === '' || !Number.isFinite(n)) fail(`invalid --${name}: expected a number, got ${JSON.stringify(values[name])}`)
+    return n
+  }
+  return {
+    rate: num('rate'),
+    keys: num('keys'),
+    putRatio: num('put-ratio'),
+    moves: num('moves'),
+    redisEvery: num('redis-every'),
+    beforeMs: num('before-ms'),
+    afterMs: num('after-ms'),
+    seed: num('seed'),
+    only: values.only === undefined ? undefined : values.only.split(',').map((s) => s.trim()).filter(Boolean),
+    quick: values.quick || undefined,
+    logDir: values['log-dir'] && path.resolve(values['log-dir']),
+    handoff: values.handoff,
+    consistency: values.consistency,
+    out: path.resolve(values.out || path.join(__dirname, '..', 'results'))
+  }
+}
+
+async function main () {
+  const argv = process.argv.slice(2)
+  const { out, ...options } = parse(argv)
+  const command = process.env.npm_lifecycle_event === 'chaos'
+    ? `npm run chaos${argv.length ? ` -- ${argv.join(' ')}` : ''}`
+    : `node bench/chaos/run.js${argv.length ? ` ${argv.join(' ')}` : ''}`
+  const abort = new AbortController()
+  const onSignal = () => {
+    if (abort.signal.aborted) {
+      process.stderr.write('second interrupt: exiting now\n')
+      process.exit(130)
+    }
+    process.stderr.write('interrupted: finishing the current step and stopping everything (Ctrl-C again to exit at once)\n')
+    abort.abort()
+  }
+  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
+  let result
+  try {
+    result = await runChaos({ ...options, command, signal: abort.signal, progress: (msg) => process.stderr.write(`[chaos] ${msg}\n`) })
+  } catch (err) {
+    if (err.code === 'CHOPPER_ERR_INVALID_ARG') fail(err.message)
+    process.stderr.write(`chaos bench failed: ${err.stack || err.message}\n`)
+    process.exit(1)
+  }
+  const files = writeReports(result, out)
+  process.stdout.write(`\n${formatTable(result.rows)}\n\n`)
+  process.stdout.write(`settings: leaseMs ${result.settings.controller.leaseMs}, periodMs ${result.settings.controller.periodMs}, evictAfterFailures ${result.settings.controller.evictAfterFailures}, handoff ${result.settings.controller.handoff}, consistency ${result.settings.appServer.consistency}, rate ${result.settings.load.rate}/s, ${result.settings.load.keysPerPhase} keys per phase\n`)
+  process.stdout.write(`command:  ${result.command}\nwritten:  ${path.relative(process.cwd(), files.json)}, ${path.relative(process.cwd(), files.md)}\nlogs:     ${result.logDir}\n`)
+  process.exitCode = result.aborted ? 130 : 0
+}
+
+main()
