@@ -58,7 +58,7 @@ function createAppServer (options) {
   for (const k of ['renewMs', 'drainTimeoutMs', 'drainDeadlineMs']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
-  const guard = new ShardGuard({ serverId: id, onAcquire: opts.onAcquire, onRelease: opts.onRelease, consistency: opts.consistency, holdMs: opts.holdMs, logger: log })
+  const guard = new ShardGuard({ serverId: id, onAcquire: opts.onAcquire, onRelease: opts.onRelease, consistency: opts.consistency, leases: Boolean(controllerUrl), holdMs: opts.holdMs, logger: log })
   if (opts.consistency === 'strict' && !controllerUrl) log.warn('consistency is strict but there is no controller to grant leases: admission follows pushed maps only')
   registerGuardMetrics(registry, guard)
 
@@ -140,7 +140,11 @@ function createAppServer (options) {
     try {
       await client.drainServer(id)
     } catch (err) {
-      log.warn({ err: { code: err.code, message: err.message } }, 'drain request failed; deregistering directly')
+      const body = err.response && err.response.data && err.response.data.error
+      log.warn({ err: { code: body ? body.code : err.code, message: body ? body.message : err.message } }, 'drain request refused or failed; deregistering directly')
+      leases.stop()
+      await membership.stop()
+      return { drained: false, reason: body ? body.code : err.message }
     }
     let done = false
     try {

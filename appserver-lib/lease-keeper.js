@@ -27,6 +27,7 @@ class LeaseKeeper {
     this.timer = null
     this.stopped = true
     this.failures = 0
+    this.warned = false
     this.stats = { renewals: 0, failures: 0 }
   }
 
@@ -38,7 +39,13 @@ class LeaseKeeper {
   /** Apply a registration answer's lease; `sentAt` is when the registration left. */
   apply (body, sentAt) {
     if (body && body.assignment) this.install(body.assignment)
-    if (body && body.lease) this.guard.applyLease(body.lease, sentAt)
+    if (body && body.lease) {
+      if (!this.warned && body.lease.leaseMs < 3 * this.renewMs) {
+        this.warned = true
+        this.logger.warn({ leaseMs: body.lease.leaseMs, renewMs: this.renewMs }, 'the controller\'s lease is under three renewals: one slow renewal will stop this server admitting')
+      }
+      this.guard.applyLease(body.lease, sentAt)
+    }
   }
 
   #schedule (ms) {

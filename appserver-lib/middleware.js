@@ -49,7 +49,14 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
     }
     if (verdict === -1 && guard.shouldHold(key, routed)) {
       guard.stats.misdirected-- // decided again after the hold
-      guard.admitOrHold(key, routed).then((v) => {
+      // A client that goes away while held must not be admitted afterwards: its
+      // 'close' would already have fired, and the in-flight count never drop.
+      let gone = false
+      const onClose = () => { gone = true }
+      res.once('close', onClose)
+      guard.admitOrHold(key, routed, () => gone).then((v) => {
+        res.off('close', onClose)
+        if (gone) return
         if (v >= 0) admitted(req, res, next, key)
         else refuse(req, res, next, appKey, v)
       }, next)

@@ -34,11 +34,12 @@ class ShardGuard {
    * @param {(ranges, ctx) => any} [options.onAcquire] called with ranges gained
    * @param {(ranges, ctx) => any} [options.onRelease] called with ranges lost
    * @param {'strict'|'available'} [options.consistency] strict: admit only under a live lease (once leases are in force)
+   * @param {boolean} [options.leases] leases are in force from the start (a controller grants them); else from the first grant
    * @param {number} [options.holdMs] how long a request for a slice in handoff (or routed with a newer generation) waits for the map that decides it
    * @param {() => number} [options.now] monotonic clock in ms (performance.now)
    * @param {import('pino').Logger} [options.logger]
    */
-  constructor ({ serverId, onAcquire = noop, onRelease = noop, consistency = 'available', holdMs = 2000, now = () => performance.now(), logger = silent } = {}) {
+  constructor ({ serverId, onAcquire = noop, onRelease = noop, consistency = 'available', leases = false, holdMs = 2000, now = () => performance.now(), logger = silent } = {}) {
     if (typeof serverId !== 'string' || serverId.length === 0) throw new InvalidArgumentError('invalid serverId: expected a non-empty string')
     if (typeof onAcquire !== 'function') throw new InvalidArgumentError('invalid onAcquire: expected a function')
     if (typeof onRelease !== 'function') throw new InvalidArgumentError('invalid onRelease: expected a function')
@@ -55,9 +56,10 @@ class ShardGuard {
     this.owned = new Uint8Array(0)
     this.counts = new Float64Array(0)
     this.ledger = new LoadLedger()
-    // Leases: enforced in strict mode once the first grant arrived (a server
-    // with no controller has nobody to grant one).
-    this.leasesEnforced = false
+    // Leases: with a controller, enforced (strict mode) from the start, so a
+    // map pushed before the first grant admits nothing; without one, from the
+    // first grant (a server with no controller has nobody to grant one).
+    this.leasesEnforced = leases === true
     this.leaseExpiresAt = -Infinity
     // In-flight requests per map: { generation, inflight }; older ones that
     // still have requests running, oldest first.
@@ -227,13 +229,14 @@ class ShardGuard {
 
   /**
    * Admit slice key `key`, waiting (up to holdMs) for the map that decides it
-   * when `shouldHold` says so. Resolves the slice index, -1 (not ours) or -2
-   * (lease expired).
+   * when `shouldHold` says so. Resolves the slice index, -1 (not ours, or
+   * `abandoned()` became true: the client went away) or -2 (lease expired).
    */
-  async admitOrHold (key, routedGeneration) {
+  async admitOrHold (key, routedGeneration, abandoned = () => false) {
     const deadline = this.now() + this.holdMs
     let held = false
     for (;;) {
+      if (abandoned()) return -1
       const i = this.admitSliceKey(key)
       if (i !== -1) return i
       const left = deadline - this.now()

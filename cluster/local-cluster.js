@@ -45,7 +45,7 @@ async function startLocalCluster (options = {}) {
   }
 
   try {
-    const controller = createController({ host: opts.host, port: 0, strategy: opts.strategy, strategyOptions: opts.strategyOptions, periodMs: opts.periodMs, logger: log })
+    const controller = createController({ host: opts.host, port: 0, strategy: opts.strategy, strategyOptions: opts.strategyOptions, periodMs: opts.periodMs, startupFenceMs: 0, logger: log }) // a fresh cluster: no predecessor's leases to wait out
     const { url: controllerUrl } = await controller.start()
     closers.push(() => controller.close())
 

@@ -9,10 +9,11 @@ const { LeaseTable } = require('./leases')
 const { HandoffTracker } = require('./handoff-tracker')
 const { planHandoff } = require('./handoff-plan')
 const { getStrategy } = require('./strategies')
-const { sameLayout, spreadLoads, serverLoads, imbalance, keyChurn, withoutMoving } = require('../core/assignment')
+const { sameLayout, spreadLoads, serverLoads, imbalance, keyChurn, withoutMoving, ownedRanges } = require('../core/assignment')
+const { overlap } = require('../core/ranges')
 const { KEYSPACE_SIZE, sliceKey } = require('../core/keyspace')
 const { jsonErrorHandler, listen, close } = require('../core/http')
-const { InvalidArgumentError, NoAssignmentError, UnknownServerError } = require('../core/errors')
+const { InvalidArgumentError, NoAssignmentError, UnknownServerError, LastServerError } = require('../core/errors')
 const { silent } = require('../core/logger')
 const { pollUntil } = require('../core/poll')
 
@@ -34,6 +35,15 @@ const defaults = Object.freeze({
   leaseMs: 1500, // member lease; a silent member's slices move once it lapsed (plus the margin)
   leaseMarginMs: 100, // added on the controller's side for clock-rate drift
   leaseCheckMs: 50, // how often lapsed leases and handoff deadlines are checked
+  // A new controller cannot know what a predecessor granted: it issues its
+  // first assignment only this long after it started, when every earlier lease
+  // has lapsed. undefined = leaseMs + leaseMarginMs; 0 only for a cluster that
+  // certainly had no controller before (cluster/local-cluster.js).
+  startupFenceMs: undefined,
+  // Generations start above this, so they keep rising across controller
+  // restarts (a DynamoDB item's version carries the generation that wrote it).
+  // undefined = the wall clock in ms at creation.
+  generationBase: undefined,
   logger: silent
 })
 
@@ -54,6 +64,10 @@ function createController (options = {}) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
   if (!Number.isInteger(opts.leaseMarginMs) || opts.leaseMarginMs < 0) throw new InvalidArgumentError('invalid leaseMarginMs: expected an integer >= 0')
+  const startupFenceMs = opts.startupFenceMs === undefined ? opts.leaseMs + opts.leaseMarginMs : opts.startupFenceMs
+  if (!Number.isInteger(startupFenceMs) || startupFenceMs < 0) throw new InvalidArgumentError('invalid startupFenceMs: expected an integer >= 0')
+  const generationBase = opts.generationBase === undefined ? Date.now() : opts.generationBase
+  if (!Number.isSafeInteger(generationBase) || generationBase < 0 || generationBase > Number.MAX_SAFE_INTEGER / 2) throw new InvalidArgumentError('invalid generationBase: expected a non-negative integer below 2^52')
   const strategy = getStrategy(opts.strategy)
   const strategyOptions = { ...opts.strategyOptions }
   // Validate the strategy options now rather than at the first round.
@@ -78,18 +92,17 @@ function createController (options = {}) {
   let target = null
   const handoffs = { revokes: 0, grants: 0, direct: 0, leaseLapses: 0 }
   const lastEntries = new Map() // server id -> its last successful load report (stand-in while its load is unknown)
-  // No member may admit under a lease granted before this instant (controller
-  // clock): the first assignment after none waits for it. A restarted
-  // controller cannot know its predecessor's grants, so a member reporting a
-  // generation moves it to one lease after this process started.
+  // No member admits under a lease granted before this instant (controller
+  // clock): the first assignment after none waits for it. A controller cannot
+  // know a predecessor's grants, so at start it is one lease (startupFenceMs)
+  // after the start; later it follows this controller's own grants.
   let leaseHorizon = -Infinity
-  let startedAt = leases.now()
   let deferTimer = null
   let pristine = true // no traffic seen yet: membership changes re-lay the keyspace evenly
   // Highest generation any member reported holding. After a controller restart
   // members hold generations this process never issued; numbering above them
   // keeps their stale-generation check from refusing every new push.
-  let generationFloor = 0
+  let generationFloor = generationBase
   let round = 0
   let timer = null
   let running = null
@@ -222,7 +235,9 @@ function createController (options = {}) {
     const id = key.slice('server:'.length)
     const s = servers.get(id)
     if (s && Number.isSafeInteger(body.generation)) s.generation = body.generation
-    noteDrained(id, body.drainedGeneration)
+    if (Number.isSafeInteger(body.drainedGeneration) && Number.isSafeInteger(body.generation)) {
+      noteDrained(id, Math.min(body.drainedGeneration, body.generation, assignment ? assignment.generation : 0))
+    }
   }
 
   /** Periodic: drop members whose lease lapsed; settle revokes whose losers' leases lapsed. */
@@ -249,7 +264,6 @@ function createController (options = {}) {
    */
   function noteGeneration (generation) {
     if (!Number.isSafeInteger(generation)) return
-    if (generation > 0 && !assignment) leaseHorizon = Math.max(leaseHorizon, startedAt + opts.leaseMs + opts.leaseMarginMs)
     if (generation <= generationFloor) return
     generationFloor = generation
     if (assignment && assignment.generation < generationFloor) {
@@ -362,12 +376,17 @@ function createController (options = {}) {
 
       // A server whose load is unknown keeps its last known report (never
       // zero: a failed collection must not look like the coolest server).
+      const before = layout()
       const entries = []
       for (const [id, s] of servers) {
-        const e = reports.get(id) || (s.loadUnknown ? lastEntries.get(id) : null)
-        if (e) for (const x of e) entries.push(x)
+        const fresh = reports.get(id)
+        if (fresh) for (const x of fresh) entries.push(x)
+        else if (s.loadUnknown && lastEntries.has(id)) {
+          // Its last known counts, only over what it still owns (ranges moved
+          // off it since are counted by their new owners' fresh reports).
+          for (const x of clip(lastEntries.get(id), ownedRanges(before, id))) entries.push(x)
+        }
       }
-      const before = layout()
       const loads = spreadLoads(before, entries)
       lastLoads = entries
       const total = loads.reduce((x, y) => x + y, 0)
@@ -451,7 +470,8 @@ function createController (options = {}) {
     if (!Number.isSafeInteger(generation) || generation < 0) bad('invalid generation: expected a non-negative integer')
     if (!Number.isSafeInteger(drainedGeneration) || drainedGeneration < 0) bad('invalid drainedGeneration: expected a non-negative integer')
     s.generation = generation
-    noteDrained(id, drainedGeneration)
+    // Nobody drains a generation it does not hold, nor one not issued yet.
+    noteDrained(id, Math.min(drainedGeneration, generation, assignment ? assignment.generation : 0))
     // Renewed only for a member that holds the current map: the answer carries
     // it when the member is behind, and the member installs it first.
     const current = assignment ? assignment.generation : 0
@@ -462,6 +482,10 @@ function createController (options = {}) {
     const s = servers.get(id)
     if (!s) throw new UnknownServerError(`unknown app server ${id}`)
     if (!s.draining) {
+      const current = layout()
+      if (current && Object.hasOwn(current.servers, id) && Object.keys(serverMap()).every((x) => x === id)) {
+        throw new LastServerError(`cannot drain ${id}: it is the last app server; its keys would have nowhere to go`)
+      }
       s.draining = true
       log.info({ server: id }, 'draining: moving its slices to other servers')
       reassignAway(id, 'drain')
@@ -480,6 +504,7 @@ function createController (options = {}) {
   })
   app.delete('/v1/servers/:id', (req, res) => {
     if (!removeServer(req.params.id, 'leave')) throw new UnknownServerError(`unknown app server ${req.params.id}`)
+    failureCounts.delete(req.params.id) // a graceful leave: a later process with this id starts afresh
     res.json({ removed: req.params.id, generation: assignment ? assignment.generation : 0 })
   })
   app.post('/v1/frontends', (req, res) => {
@@ -569,7 +594,7 @@ function createController (options = {}) {
     async start () {
       const port = await listen(server, opts.port, opts.host)
       url = `http://${opts.advertiseHost}:${port}`
-      startedAt = leases.now()
+      leaseHorizon = Math.max(leaseHorizon, leases.now() + startupFenceMs)
       schedule()
       leaseTimer = setInterval(checkLeases, opts.leaseCheckMs)
       log.info({ url, strategy: strategy.name, periodMs: opts.periodMs }, 'controller listening')
@@ -592,6 +617,19 @@ function createController (options = {}) {
     get assignment () { return assignment },
     get url () { return url }
   }
+}
+
+/** Load entries restricted to `ranges` (normalized), counts scaled by the overlap. */
+function clip (entries, ranges) {
+  const out = []
+  for (const e of entries) {
+    const len = e.end - e.start
+    for (const r of ranges) {
+      const o = overlap(e, r)
+      if (o > 0) out.push({ start: Math.max(e.start, r.start), end: Math.min(e.end, r.end), count: e.count * o / len })
+    }
+  }
+  return out
 }
 
 module.exports = { createController, defaults }

@@ -19,6 +19,7 @@ const TABLE = {
   FencedWriteError: ['CHOPPER_ERR_FENCED_WRITE', 421],
   NoAssignmentError: ['CHOPPER_ERR_NO_ASSIGNMENT', 503],
   UnknownServerError: ['CHOPPER_ERR_UNKNOWN_SERVER', 404],
+  LastServerError: ['CHOPPER_ERR_LAST_SERVER', 409],
   UpstreamUnreachableError: ['CHOPPER_ERR_UPSTREAM_UNREACHABLE', 502],
   UpstreamUnavailableError: ['CHOPPER_ERR_UPSTREAM_UNAVAILABLE', 503],
   UpstreamTimeoutError: ['CHOPPER_ERR_UPSTREAM_TIMEOUT', 504],

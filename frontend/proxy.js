@@ -94,14 +94,25 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFr
       } catch (err) {
         metrics.upstreamErrors.inc({ server: owner, code: err.code || 'UNKNOWN' })
         if (TIMEOUT_CODES.has(err.code)) throw new UpstreamTimeoutError(`app server ${owner} did not answer in time`, { cause: err })
+        if (attempt === 0 && replayable && !NOT_SENT_CODES.has(err.code) && IDEMPOTENT.has(req.method)) {
+          // A broken connection, not a refused one: most often a keep-alive
+          // socket the server had just closed. Try the same owner once more.
+          deadline = Date.now() + holdMs
+          metrics.retries.inc({ reason: 'connection' })
+          continue
+        }
         if (attempt < MAX_RETRIES && replayable && retryableAfter(err, req.method)) {
           // The owner may be dead or gone: wait for a map that routes elsewhere
           // (the controller moves a silent server's slices once its lease ran out).
           // A fresh hold from here: the controller moves a dead server's slices
           // only once its lease lapsed, whatever this request already waited.
           deadline = Math.max(deadline, Date.now() + holdMs)
-          const next = await table.waitNewer(generation, { timeoutMs: deadline - Date.now() })
-          if (next && next.generation !== generation) {
+          // Any newer map will not do: wait for one that routes the key elsewhere.
+          let next = table.map
+          while (next && next.ownerOf(key) === owner && Date.now() < deadline) {
+            next = await table.waitNewer(next.generation, { timeoutMs: deadline - Date.now() })
+          }
+          if (next && next.ownerOf(key) !== owner) {
             metrics.retries.inc({ reason: 'unreachable' })
             continue
           }

@@ -59,7 +59,7 @@ async function startChaosCluster (options = {}) {
   try {
     dynamo = await startDynalite({ logger })
     closers.push(() => dynamo.close())
-    controller = createController({ periodMs: opts.periodMs, logger, ...(opts.handoff ? { handoff: opts.handoff } : {}) })
+    controller = createController({ periodMs: opts.periodMs, startupFenceMs: 0, logger, ...(opts.handoff ? { handoff: opts.handoff } : {}) })
     const { url: controllerUrl } = await controller.start()
     closers.push(() => controller.close())
 

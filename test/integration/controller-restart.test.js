@@ -13,7 +13,7 @@ describe('controller restart', () => {
   afterEach(async () => { for (const c of closers.splice(0).reverse()) await c() })
 
   test('members re-register with a restarted controller, which numbers its assignments above theirs', async () => {
-    let controller = createController({ periodMs: 60000 })
+    let controller = createController({ periodMs: 60000, startupFenceMs: 0 })
     await controller.start()
     const port = Number(new URL(controller.url).port)
     const servers = []
@@ -52,7 +52,7 @@ describe('controller restart', () => {
     expect(rs.every((r) => r.status === 200)).toBe(true)
   })
   test('a restarted controller issues nothing until the leases its predecessor may have granted have lapsed', async () => {
-    let controller = createController({ periodMs: 60000 })
+    let controller = createController({ periodMs: 60000, startupFenceMs: 0 })
     await controller.start()
     const port = Number(new URL(controller.url).port)
     const servers = []

@@ -17,7 +17,7 @@ describe('failure detection, eviction and drain', () => {
   afterEach(async () => { for (const c of closers.splice(0).reverse()) await c() })
 
   async function cluster ({ controllerOptions = {}, serverOptions = {}, servers = 3 } = {}) {
-    const controller = createController({ periodMs: 600000, ...controllerOptions })
+    const controller = createController({ periodMs: 600000, startupFenceMs: 0, ...controllerOptions })
     await controller.start()
     closers.push(() => controller.close())
     const members = new Map()

@@ -21,7 +21,7 @@ async function runMoves ({ handoff, consistency, moves, clients = 12, workMs = 3
   const closers = []
   const log = createAdmissionLog()
   try {
-    const controller = createController({ periodMs: 600000, handoff })
+    const controller = createController({ periodMs: 600000, startupFenceMs: 0, handoff })
     await controller.start()
     closers.push(() => controller.close())
     for (const id of SERVER_IDS) {

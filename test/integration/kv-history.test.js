@@ -26,7 +26,7 @@ async function runHistory ({ moves, plantStaleRead = false, restartRedisAt = -1,
   try {
     const dynamo = await startDynalite()
     closers.push(() => dynamo.close())
-    const controller = createController({ periodMs: 600000 })
+    const controller = createController({ periodMs: 600000, startupFenceMs: 0 })
     await controller.start()
     closers.push(() => controller.close())
     const kv = loadApp('kv-cache')

@@ -18,7 +18,7 @@ describe('routing safety', () => {
   })
 
   async function controllerUp (options = {}) {
-    const controller = createController({ periodMs: 60000, ...options })
+    const controller = createController({ periodMs: 60000, startupFenceMs: 0, ...options })
     await controller.start()
     closers.push(() => controller.close())
     return controller

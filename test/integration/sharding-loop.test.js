@@ -45,7 +45,7 @@ function windowSequence ({ hot, cold }) {
 
 async function startStack (strategy, periodMs) {
   const closers = []
-  const controller = createController({ strategy, periodMs })
+  const controller = createController({ strategy, periodMs, startupFenceMs: 0 })
   const { url: controllerUrl } = await controller.start()
   closers.push(() => controller.close())
   const servers = []
