@@ -36,6 +36,9 @@ const ENV = Object.freeze({
     CHOPPER_FRONTEND_HOST: { key: 'host', default: '0.0.0.0', parse: str },
     CHOPPER_FRONTEND_PORT: { key: 'port', default: DEFAULT_PORTS.frontend, parse: int },
     CHOPPER_FRONTEND_CONTROL_PORT: { key: 'controlPort', default: DEFAULT_PORTS.frontendControl, parse: int },
+    // node:cluster processes sharing the data port; 'cores' = os.availableParallelism().
+    // Each worker's control port is its own (CHOPPER_FRONTEND_CONTROL_PORT with one worker, ephemeral with more).
+    CHOPPER_FRONTEND_WORKERS: { key: 'workers', default: 'cores', parse: (v) => (v === 'cores' ? v : int(v)) },
     CHOPPER_ADVERTISE_HOST: { key: 'advertiseHost', default: '127.0.0.1', parse: str },
     LOG_LEVEL: { key: 'logLevel', default: 'info', parse: str }
   },

@@ -6,9 +6,108 @@ const axios = require('axios')
 
 /**
  * Two interchangeable upstream clients for the hot forwarding path. Both
- * resolve `{ statusCode, headers, body }` with `body` a readable stream.
- * undici is the default: bench/forwarding.js measures it against axios.
+ * implement one forwarding attempt:
+ *
+ *   attempt(origin, { method, path, headers, body }, res, extra) → Promise<null | { misdirected: true, generation }>
+ *
+ * `headers` is a flat [name, value, ...] list. On any answer but 421 the
+ * response head goes straight to `res` (hop-by-hop headers dropped, `extra`
+ * [name, value, ...] appended), the body streams after it, and the promise
+ * resolves null: the attempt is committed. On 421 the body is discarded and
+ * the promise resolves `{ misdirected, generation }` so the caller can retry
+ * elsewhere. A transport failure before the head rejects (err.code as undici
+ * reports it); one after it destroys `res`.
+ *
+ * undici is the default: its `dispatch` with a handler object streams the
+ * body chunk by chunk into `res` with no Readable in between, and passes the
+ * raw header list through without building an object (docs/frontend-performance.md).
+ * bench/forwarding.js measures it against axios.
  */
+
+// RFC 9110 7.6.1 connection-specific headers are never forwarded; the ones
+// after them are set by the front end itself.
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'x-served-by', 'x-chopper-generation'])
+
+/** Append the forwardable [name, value] pairs of a raw header list (strings or Buffers) to `out`. */
+function appendResponseHeaders (raw, out) {
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = typeof raw[i] === 'string' ? raw[i] : raw[i].toString('latin1')
+    if (HOP_BY_HOP.has(name.toLowerCase())) continue
+    out.push(name, typeof raw[i + 1] === 'string' ? raw[i + 1] : raw[i + 1].toString('latin1'))
+  }
+  return out
+}
+
+function uncork (res) {
+  res.uncork()
+}
+
+function generationOf (raw) {
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i].toString('latin1')
+    if (name.length === 20 && name.toLowerCase() === 'x-chopper-generation') return Number(raw[i + 1].toString('latin1'))
+  }
+  return NaN
+}
+
+/**
+ * One forwarding attempt as an undici dispatch handler (the handler API that
+ * undici's HTTP/1.1 client speaks natively: no header object is built).
+ */
+class ForwardHandler {
+  constructor (res, extra, resolve, reject) {
+    this.res = res
+    this.extra = extra
+    this.resolve = resolve
+    this.reject = reject
+    this.abort = null
+    this.misdirected = null
+    this.committed = false
+    this.onClose = null
+  }
+
+  onConnect (abort) {
+    this.abort = abort
+  }
+
+  onHeaders (statusCode, rawHeaders, resume) {
+    if (statusCode < 200) return true // 1xx: wait for the final answer
+    if (statusCode === 421) {
+      this.misdirected = { misdirected: true, generation: generationOf(rawHeaders) }
+      return true // read and drop the body, then report
+    }
+    const res = this.res
+    this.committed = true
+    // Head, body and end of a small answer usually arrive in one socket read:
+    // corked until the next tick they leave in one write.
+    res.cork()
+    process.nextTick(uncork, res)
+    res.writeHead(statusCode, appendResponseHeaders(rawHeaders, []).concat(this.extra))
+    this.resume = resume
+    // A client that goes away aborts the upstream request.
+    this.onClose = () => { if (!res.writableFinished && this.abort) this.abort() }
+    res.once('close', this.onClose)
+    this.resolve(null)
+    return true
+  }
+
+  onData (chunk) {
+    if (!this.committed) return true
+    if (this.res.write(chunk)) return true
+    this.res.once('drain', this.resume)
+    return false
+  }
+
+  onComplete () {
+    if (this.misdirected) return this.resolve(this.misdirected)
+    this.res.end()
+  }
+
+  onError (err) {
+    if (!this.committed) return this.reject(err)
+    this.res.destroy(err)
+  }
+}
 
 class UndiciForwarder {
   constructor ({ connections, timeoutMs }) {
@@ -31,9 +130,10 @@ class UndiciForwarder {
     return pool
   }
 
-  async request (origin, { method, path, headers, body }) {
-    const { statusCode, headers: resHeaders, body: resBody } = await this.#pool(origin).request({ method, path, headers, body })
-    return { statusCode, headers: resHeaders, body: resBody }
+  attempt (origin, { method, path, headers, body }, res, extra) {
+    return new Promise((resolve, reject) => {
+      this.#pool(origin).dispatch({ method, path, headers, body }, new ForwardHandler(res, extra, resolve, reject))
+    })
   }
 
   /** Drop the pool of a server that left the assignment. */
@@ -66,15 +166,32 @@ class AxiosForwarder {
     })
   }
 
-  async request (origin, { method, path, headers, body }) {
+  async attempt (origin, { method, path, headers, body }, res, extra) {
+    const object = {}
+    for (let i = 0; i < headers.length; i += 2) object[headers[i]] = headers[i + 1]
+    let upstream
     try {
-      const res = await this.http.request({ url: origin + path, method, headers, data: body })
-      return { statusCode: res.status, headers: res.headers, body: res.data }
+      upstream = await this.http.request({ url: origin + path, method, headers: object, data: body })
     } catch (err) {
       // Map axios' wrapper to the underlying socket code, as undici reports it.
       if (err.code === 'ECONNABORTED') err.code = 'UND_ERR_HEADERS_TIMEOUT'
       throw err
     }
+    const stream = upstream.data
+    if (upstream.status === 421) {
+      stream.resume()
+      return { misdirected: true, generation: Number(upstream.headers['x-chopper-generation']) }
+    }
+    const raw = []
+    for (const [name, value] of Object.entries(upstream.headers)) {
+      if (Array.isArray(value)) for (const v of value) raw.push(name, String(v))
+      else if (value !== undefined) raw.push(name, String(value))
+    }
+    res.writeHead(upstream.status, appendResponseHeaders(raw, []).concat(extra))
+    stream.once('error', (err) => res.destroy(err))
+    res.once('close', () => { if (!res.writableFinished) stream.destroy() })
+    stream.pipe(res)
+    return null
   }
 
   forget () {}
@@ -89,4 +206,4 @@ function createForwarder (kind, options) {
   return kind === 'axios' ? new AxiosForwarder(options) : new UndiciForwarder(options)
 }
 
-module.exports = { createForwarder, UndiciForwarder, AxiosForwarder }
+module.exports = { createForwarder, UndiciForwarder, AxiosForwarder, HOP_BY_HOP }

@@ -7,10 +7,10 @@ const { createForwarder } = require('./forwarders')
 const { createProxyHandler } = require('./proxy')
 const { createFrontendMetrics } = require('./metrics')
 const { ControllerClient } = require('../core/controller-client')
+const { createControlPlane } = require('./control-plane')
 const { jsonErrorHandler, listen, close } = require('../core/http')
-const { InvalidArgumentError, MalformedBodyError, statusOf, toHttpBody } = require('../core/errors')
+const { InvalidArgumentError } = require('../core/errors')
 const { silent } = require('../core/logger')
-const { Membership } = require('../core/membership')
 
 /** Every option of createFrontend and its default. */
 const defaults = Object.freeze({
@@ -28,6 +28,8 @@ const defaults = Object.freeze({
   pullIntervalMs: 10000, // safety net: re-register (idempotent; a restarted controller relearns us) and take its assignment; 0 disables
   registerTimeoutMs: 30000,
   defaultMetrics: false, // process metrics in /metrics
+  metricsText: undefined, // () => Promise<string>: what /metrics serves instead of this process's registry (cluster workers serve the aggregate)
+  controlPlane: true, // false: no control listener and no registration (a node:cluster worker; its primary relays pushes)
   logger: silent
 })
 
@@ -46,7 +48,7 @@ function createFrontend (options = {}) {
   }
   if (opts.controllerUrl !== undefined && !/^https?:\/\//.test(opts.controllerUrl)) throw new InvalidArgumentError('invalid controllerUrl: expected an http(s) URL')
   const log = opts.logger.child({ component: 'frontend', frontendId: id })
-  const client = opts.controllerUrl ? new ControllerClient({ controllerUrl: opts.controllerUrl }) : null
+  const client = opts.controllerUrl ? new ControllerClient({ controllerUrl: opts.controllerUrl }) : null // pulls on 421
   const forwarder = createForwarder(opts.forwarder, { connections: opts.connections, timeoutMs: opts.upstreamTimeoutMs })
 
   let known = new Set()
@@ -62,78 +64,56 @@ function createFrontend (options = {}) {
   })
   const metrics = createFrontendMetrics({ table, defaultMetrics: opts.defaultMetrics })
 
-  const data = express()
-  data.disable('x-powered-by')
-  data.disable('etag')
-  data.get('/healthz', (req, res) => {
+  // Express serves only the reserved routes; everything else takes the plain
+  // http data path (docs/frontend-performance.md).
+  const reserved = express()
+  reserved.disable('x-powered-by')
+  reserved.disable('etag')
+  reserved.get('/healthz', (req, res) => {
     const ok = table.map !== null
     res.status(ok ? 200 : 503).json({ ok, frontendId: id, generation: table.generation })
   })
-  data.get('/metrics', async (req, res) => {
-    res.set('Content-Type', metrics.registry.contentType).send(await metrics.registry.metrics())
+  reserved.get('/metrics', async (req, res) => {
+    const text = opts.metricsText ? await opts.metricsText() : await metrics.registry.metrics()
+    res.set('Content-Type', metrics.registry.contentType).send(text)
   })
-  data.use(createProxyHandler({ table, forwarder, metrics, bufferLimit: opts.bufferLimit, holdMs: opts.holdMs, logger: log }))
-  data.use((err, req, res, next) => {
-    metrics.errors.inc({ code: toHttpBody(err).error.code })
-    if (statusOf(err) >= 500) log.warn({ err: { code: err.code, message: err.message }, path: req.path }, 'request failed')
-    if (res.headersSent) return res.destroy()
-    res.status(statusOf(err)).json(toHttpBody(err))
-  })
+  reserved.use(jsonErrorHandler(log))
+  const proxy = createProxyHandler({ table, forwarder, metrics, bufferLimit: opts.bufferLimit, holdMs: opts.holdMs, logger: log })
+  const onData = (req, res) => {
+    if ((req.method === 'GET' || req.method === 'HEAD') && isReserved(req.url)) return reserved(req, res)
+    proxy(req, res)
+  }
 
-  const control = express()
-  control.disable('x-powered-by')
-  control.use(express.json({ limit: '64mb' }))
-  control.put('/v1/assignment', (req, res) => {
-    if (!req.is('application/json')) throw new MalformedBodyError('expected an application/json assignment body')
-    const changed = table.set(req.body)
-    res.json({ accepted: true, changed, generation: table.generation })
-  })
-  control.get('/v1/assignment', (req, res) => res.json({ generation: table.generation, assignment: table.map ? table.map.assignment : null }))
-  control.get('/healthz', (req, res) => res.json({ ok: true, frontendId: id, generation: table.generation }))
-  control.use(jsonErrorHandler(log))
-
-  const dataServer = http.createServer(data)
-  const controlServer = http.createServer(control)
+  const dataServer = http.createServer(onData)
+  // A node:cluster worker has no control plane of its own: the primary takes
+  // pushes and relays them (frontend/cluster.js).
+  const controlPlane = opts.controlPlane
+    ? createControlPlane({ id, table, controllerUrl: opts.controllerUrl, host: opts.host, controlPort: opts.controlPort, advertiseHost: opts.advertiseHost, pullIntervalMs: opts.pullIntervalMs, registerTimeoutMs: opts.registerTimeoutMs, logger: log })
+    : null
   let urls = null
-  let membership = null
 
   async function start () {
     const dataPort = await listen(dataServer, opts.port, opts.host)
-    const ctlPort = await listen(controlServer, opts.controlPort, opts.host)
-    urls = { url: `http://${opts.advertiseHost}:${dataPort}`, controlUrl: `http://${opts.advertiseHost}:${ctlPort}` }
-    if (client) {
-      membership = new Membership({
-        register: () => client.registerFrontend({ id, controlUrl: urls.controlUrl, generation: table.generation }),
-        deregister: () => client.deregisterFrontend(id),
-        install,
-        registerTimeoutMs: opts.registerTimeoutMs,
-        reregisterMs: opts.pullIntervalMs,
-        what: `front end ${id}`,
-        logger: log
-      })
-      await membership.start()
-    }
+    urls = { url: `http://${opts.advertiseHost}:${dataPort}`, controlUrl: null }
+    if (controlPlane) urls.controlUrl = await controlPlane.start()
     log.info(urls, 'front end listening')
     return urls
   }
 
-  function install (body) {
-    if (!body || !body.assignment) return
-    try {
-      // A newer generation only; a controller that restarted from generation 1 is caught up by pushes.
-      if (body.assignment.generation > table.generation) table.set(body.assignment)
-    } catch (err) {
-      log.warn({ err: { code: err.code, message: err.message } }, 'assignment from the controller rejected')
-    }
-  }
-
   async function closeFrontend () {
-    if (membership) await membership.stop()
-    await Promise.all([close(dataServer), close(controlServer)])
+    if (controlPlane) await controlPlane.close()
+    await close(dataServer)
     await forwarder.close()
   }
 
   return { id, start, close: closeFrontend, table, metrics, get urls () { return urls } }
+}
+
+/** `/healthz` and `/metrics` (with or without a query) are the front end's own. */
+function isReserved (url) {
+  const q = url.indexOf('?')
+  const path = q === -1 ? url : url.slice(0, q)
+  return path === '/healthz' || path === '/metrics'
 }
 
 module.exports = { createFrontend, defaults }

@@ -2,5 +2,6 @@
 
 module.exports = {
   ...require('./frontend'),
-  ...require('./routing-table')
+  ...require('./routing-table'),
+  ...require('./cluster')
 }

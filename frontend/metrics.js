@@ -16,7 +16,8 @@ function createFrontendMetrics ({ table, defaultMetrics = false }) {
     misdirected: new Counter({ name: 'chopper_frontend_misdirected_total', help: '421 answers from app servers (stale map)', registers }),
     upstreamErrors: new Counter({ name: 'chopper_frontend_upstream_errors_total', help: 'Failures reaching an app server', labelNames: ['server', 'code'], registers })
   }
-  new Gauge({ name: 'chopper_frontend_assignment_generation', help: 'Installed assignment generation', registers, collect () { this.set(table.generation) } }) // eslint-disable-line no-new
+  // Across node:cluster workers, the lowest generation any worker holds.
+  new Gauge({ name: 'chopper_frontend_assignment_generation', help: 'Installed assignment generation', aggregator: 'min', registers, collect () { this.set(table.generation) } }) // eslint-disable-line no-new
   new Gauge({ // eslint-disable-line no-new
     name: 'chopper_frontend_assignment_updates',
     help: 'Assignment updates by result',

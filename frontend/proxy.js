@@ -3,12 +3,11 @@
 const { sliceKey } = require('../core/keyspace')
 const {
   MissingKeyError, NoAssignmentError, UpstreamUnreachableError, UpstreamUnavailableError,
-  UpstreamTimeoutError, PayloadTooLargeError
+  UpstreamTimeoutError, PayloadTooLargeError, statusOf, toHttpBody
 } = require('../core/errors')
-const { defaultKeyFrom } = require('../core/request-key')
+const { keyFromRawRequest } = require('../core/request-key')
+const { HOP_BY_HOP } = require('./forwarders')
 
-// RFC 9110 7.6.1 connection-specific headers are never forwarded.
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host'])
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
 // Nothing reached the app server: any replayable request may be sent elsewhere.
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH'])
@@ -23,14 +22,32 @@ function retryableAfter (err, method) {
   return NOT_SENT_CODES.has(err.code) || IDEMPOTENT.has(method)
 }
 
+/**
+ * The request's headers as a flat [name, value, ...] list for undici, from
+ * `rawHeaders` (no object copy), hop-by-hop ones dropped, the forwarding
+ * headers and the routing generation added.
+ */
 function forwardHeaders (req, generation) {
-  const out = {}
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (!HOP_BY_HOP.has(name)) out[name] = value
+  const raw = req.rawHeaders
+  const out = []
+  let xff
+  let host
+  for (let i = 0; i < raw.length; i += 2) {
+    const lower = raw[i].toLowerCase()
+    if (HOP_BY_HOP.has(lower)) {
+      if (lower === 'host') host = raw[i + 1]
+      continue
+    }
+    if (lower === 'x-forwarded-for') {
+      xff = xff ? `${xff}, ${raw[i + 1]}` : raw[i + 1]
+      continue
+    }
+    out.push(raw[i], raw[i + 1])
   }
-  out['x-forwarded-for'] = req.headers['x-forwarded-for'] ? `${req.headers['x-forwarded-for']}, ${req.socket.remoteAddress}` : req.socket.remoteAddress
-  if (req.headers.host) out['x-forwarded-host'] = req.headers.host
-  out['x-chopper-generation'] = String(generation)
+  const peer = req.socket.remoteAddress
+  out.push('x-forwarded-for', xff ? `${xff}, ${peer}` : peer)
+  if (host) out.push('x-forwarded-host', host)
+  out.push('x-chopper-generation', String(generation))
   return out
 }
 
@@ -51,7 +68,10 @@ async function bufferBody (req, limit) {
 }
 
 /**
- * The front end's data path: key -> fingerprint32 -> binary search -> forward.
+ * The front end's data path, a plain `http` request handler (no Express on
+ * the hot path: docs/frontend-performance.md): key -> fingerprint32 -> binary
+ * search -> forward.
+ *
  * On 421 (our map is stale, the slice is being handed off, or the owner's
  * lease ran out) or an unreachable owner (killed, or gone after a drain), wait
  * up to `holdMs` for a newer map (a push wakes us; we also pull) and retry on
@@ -59,17 +79,41 @@ async function bufferBody (req, limit) {
  * small enough to have been buffered) and, after a broken connection, only
  * when its method is idempotent. So a request that meets a handoff or a dead
  * server is delayed, not failed.
+ *
+ * @returns {(req, res) => void}
  */
-function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFrom, bufferLimit, holdMs = 3000, logger }) {
-  return async function proxy (req, res) {
-    const started = process.hrtime.bigint()
+function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRequest, bufferLimit, holdMs = 3000, logger }) {
+  // Label lookups are hashed per call in prom-client: keep the children.
+  const byCode = new Map()
+  const requestsFor = (code) => {
+    let c = byCode.get(code)
+    if (!c) {
+      c = metrics.requests.labels(String(code))
+      byCode.set(code, c)
+    }
+    return c
+  }
+
+  function fail (req, res, err) {
+    const body = toHttpBody(err)
+    const status = statusOf(err)
+    metrics.errors.inc({ code: body.error.code })
+    if (status >= 500) logger.warn({ err: { code: err.code, message: err.message }, path: req.url }, 'request failed')
+    if (res.headersSent) return res.destroy()
+    res.chopperError = true
+    const text = JSON.stringify(body)
+    res.writeHead(status, ['content-type', 'application/json; charset=utf-8', 'content-length', String(Buffer.byteLength(text))])
+    res.end(text)
+  }
+
+  async function forward (req, res) {
     const appKey = keyFrom(req)
     if (appKey === undefined) throw new MissingKeyError('missing key: pass ?key=K or an X-Chopper-Key header')
     const key = sliceKey(appKey)
     if (!table.map) await table.refresh()
     if (!table.map) throw new NoAssignmentError('no slice assignment yet: the controller has not pushed one')
 
-    let body
+    let body = null
     let replayable = true
     if (hasBody(req)) {
       const length = Number(req.headers['content-length'])
@@ -81,16 +125,16 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFr
       }
     }
 
-    let upstream
-    let owner
     let deadline = 0
     for (let attempt = 0; ; attempt++) {
       const map = table.map
-      owner = map.ownerOf(key)
+      const owner = map.ownerOf(key)
       const origin = map.urlOf(owner)
       const generation = map.generation
+      let outcome
       try {
-        upstream = await forwarder.request(origin, { method: req.method, path: req.originalUrl, headers: forwardHeaders(req, generation), body })
+        outcome = await forwarder.attempt(origin, { method: req.method, path: req.url, headers: forwardHeaders(req, generation), body }, res,
+          ['x-served-by', owner, 'x-chopper-generation', String(generation)])
       } catch (err) {
         metrics.upstreamErrors.inc({ server: owner, code: err.code || 'UNKNOWN' })
         if (TIMEOUT_CODES.has(err.code)) throw new UpstreamTimeoutError(`app server ${owner} did not answer in time`, { cause: err })
@@ -102,8 +146,6 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFr
           continue
         }
         if (attempt < MAX_RETRIES && replayable && retryableAfter(err, req.method)) {
-          // The owner may be dead or gone: wait for a map that routes elsewhere
-          // (the controller moves a silent server's slices once its lease ran out).
           // A fresh hold from here: the controller moves a dead server's slices
           // only once its lease lapsed, whatever this request already waited.
           deadline = Math.max(deadline, Date.now() + holdMs)
@@ -120,8 +162,7 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFr
         logger.warn({ server: owner, origin, err: { code: err.code, message: err.message } }, 'app server unreachable')
         throw new UpstreamUnreachableError(`app server ${owner} at ${origin} is unreachable (${err.code || err.message})`, { cause: err })
       }
-      if (upstream.statusCode !== 421) break
-      upstream.body.resume()
+      if (outcome === null) return // committed: the answer streams to the client (counted when it closes)
       metrics.misdirected.inc()
       if (attempt >= MAX_RETRIES || !replayable) {
         throw new UpstreamUnavailableError(`slice ownership for key ${JSON.stringify(appKey)} is moving; retry the request`)
@@ -136,26 +177,17 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = defaultKeyFr
       }
       metrics.retries.inc({ reason: 'misdirected' })
     }
+  }
 
-    res.status(upstream.statusCode)
-    for (const [name, value] of Object.entries(upstream.headers)) {
-      if (!HOP_BY_HOP.has(name) && value !== undefined) res.setHeader(name, value)
-    }
-    res.setHeader('X-Served-By', owner)
-    res.setHeader('X-Chopper-Generation', String(table.generation))
-    // Plain pipe, not stream.pipeline: pipeline allocates an AbortSignal (and a
-    // DOMException) per call, which showed up at ~5% of a front end's CPU profile.
-    const { body: upstreamBody, statusCode } = upstream
-    upstreamBody.once('error', (err) => {
-      logger.warn({ server: owner, err: { code: err.code, message: err.message } }, 'upstream body failed mid-stream')
-      res.destroy(err)
-    })
+  return function proxy (req, res) {
+    const started = process.hrtime.bigint()
+    // Registered first: a small answer can close before forward() resumes.
     res.once('close', () => {
-      if (!res.writableFinished) upstreamBody.destroy()
-      metrics.requests.inc({ code: String(statusCode) })
+      if (res.chopperError || !res.headersSent) return // errors are counted by code in fail()
+      requestsFor(res.statusCode).inc()
       metrics.duration.observe(Number(process.hrtime.bigint() - started) / 1e9)
     })
-    upstreamBody.pipe(res)
+    forward(req, res).catch((err) => fail(req, res, err))
   }
 }
 

@@ -106,7 +106,7 @@ test('the load balancer listens on 80 and sends only to the front ends\' data po
   expect(tg.health_check[0]).toMatchObject({ protocol: 'HTTP', path: '/healthz', port: 'traffic-port' })
   expect(model.resource.aws_autoscaling_group.frontend.target_group_arns).toEqual(['${aws_lb_target_group.frontend.arn}'])
   // The front ends' /healthz really is on the data port.
-  expect(fs.readFileSync(path.join(ROOT, 'frontend/frontend.js'), 'utf8')).toMatch(/data\.get\('\/healthz'/)
+  expect(fs.readFileSync(path.join(ROOT, 'frontend/frontend.js'), 'utf8')).toMatch(/reserved\.get\('\/healthz'/)
 })
 
 test('front ends, app servers and controllers live in private subnets; only the balancer and load driver are public', () => {
