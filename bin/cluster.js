@@ -16,6 +16,7 @@ Runs a local Chopper cluster: a controller, app servers and front ends on 127.0.
   --strategy chopper|consistent-hash  balancing strategy (default ${defaults.strategy})
   --period MS                      balancing period in ms (default ${defaults.periodMs})
   --port P                         first front end's port; the rest follow (default ${defaults.port})
+  --workers N                      processes per front end, sharing its port via node:cluster (default ${defaults.frontendWorkers})
   --log-level LEVEL                pino level (default info; LOG_LEVEL also works)
   -h, --help                       this message
 `
@@ -29,10 +30,11 @@ async function main () {
       strategy: { type: 'string' },
       period: { type: 'string' },
       port: { type: 'string' },
+      workers: { type: 'string' },
       'log-level': { type: 'string' },
       help: { type: 'boolean', short: 'h' }
     },
-    integers: ['frontends', 'servers', 'period', 'port'],
+    integers: ['frontends', 'servers', 'period', 'port', 'workers'],
     choices: { app: ['compute', 'kv-cache'], strategy: ['chopper', 'consistent-hash'] }
   })
   if (error) {
@@ -54,6 +56,7 @@ async function main () {
       strategy: values.strategy,
       periodMs: values.period,
       port: values.port,
+      frontendWorkers: values.workers,
       // kv-cache honours REDIS_URL, CHOPPER_DDB_ENDPOINT, ... (core/settings.js ENV.kvCache)
       appOptions: values.app === 'kv-cache' ? readEnv('kvCache') : {},
       logger

@@ -4,8 +4,17 @@
 // Production entry point; configuration from the environment (core/settings.js ENV.frontend).
 // CHOPPER_FRONTEND_WORKERS (default: one per core) front-end processes share the data port.
 const os = require('node:os')
+const { parseFlags } = require('../cli/args')
 const { createFrontend, startFrontendCluster } = require('../frontend')
 const { runEntryPoint } = require('../cli/entry')
+
+// `--workers N` on the command line wins over CHOPPER_FRONTEND_WORKERS.
+const { values, error } = parseFlags(process.argv.slice(2), { options: { workers: { type: 'string' } }, integers: ['workers'] })
+if (error) {
+  process.stderr.write(`error: ${error}\nusage: node bin/frontend.js [--workers N]   (everything else from the environment: README)\n`)
+  process.exit(2)
+}
+if (values.workers !== undefined) process.env.CHOPPER_FRONTEND_WORKERS = String(values.workers)
 
 runEntryPoint('frontend', async ({ workers, logLevel, ...settings }, logger) => {
   const n = workers === 'cores' ? os.availableParallelism() : workers

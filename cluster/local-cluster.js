@@ -2,7 +2,7 @@
 
 const { Registry } = require('prom-client')
 const { createController } = require('../controller')
-const { createFrontend } = require('../frontend')
+const { createFrontend, startFrontendCluster } = require('../frontend')
 const { loadApp, prepareShared, startApp } = require('../apps')
 const { InvalidArgumentError } = require('../core/errors')
 const { silent } = require('../core/logger')
@@ -17,6 +17,9 @@ const defaults = Object.freeze({
   strategyOptions: {},
   periodMs: 5000,
   port: 8080, // first front end; the rest follow. 0 = ephemeral ports everywhere
+  // Processes per front end (node:cluster, frontend/cluster.js). 1 here: the
+  // local cluster already runs several front ends and app servers on one machine.
+  frontendWorkers: 1,
   host: '127.0.0.1',
   appOptions: {}, // passed to the app's create()
   frontendOptions: {},
@@ -31,6 +34,7 @@ const defaults = Object.freeze({
  */
 async function startLocalCluster (options = {}) {
   const opts = { ...defaults, ...withoutUndefined(options) }
+  if (!Number.isInteger(opts.frontendWorkers) || opts.frontendWorkers < 1 || opts.frontendWorkers > 64) throw new InvalidArgumentError('invalid frontendWorkers: expected an integer from 1 to 64')
   for (const k of ['frontends', 'servers']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1 || opts[k] > 64) throw new InvalidArgumentError(`invalid ${k}: expected an integer from 1 to 64`)
   }
@@ -72,6 +76,22 @@ async function startLocalCluster (options = {}) {
 
     const frontends = []
     for (let i = 0; i < opts.frontends; i++) {
+      if (opts.frontendWorkers > 1) {
+        const fc = await startFrontendCluster({
+          ...opts.frontendOptions,
+          id: `fe-${i + 1}`,
+          host: opts.host,
+          advertiseHost: opts.host,
+          port: opts.port === 0 ? 0 : opts.port + i,
+          controllerUrl,
+          workers: opts.frontendWorkers,
+          logLevel: log.level,
+          logger: log
+        })
+        closers.push(() => fc.close())
+        frontends.push({ id: fc.id, url: fc.url, controlUrl: fc.controlUrl, frontend: fc })
+        continue
+      }
       const fe = createFrontend({
         ...opts.frontendOptions,
         id: `fe-${i + 1}`,

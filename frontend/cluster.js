@@ -9,6 +9,7 @@ const { createControlPlane } = require('./control-plane')
 const { defaults } = require('./frontend')
 const { InvalidArgumentError, InternalError, TimeoutError } = require('../core/errors')
 const { silent } = require('../core/logger')
+const { freePort } = require('../core/http')
 
 const WORKER = path.join(__dirname, 'cluster-worker.js')
 const OPTIONS_ENV = 'CHOPPER_FRONTEND_WORKER_OPTIONS'
@@ -33,6 +34,10 @@ async function startFrontendCluster ({ workers = os.availableParallelism(), logg
   if (!cluster.isPrimary) throw new InvalidArgumentError('startFrontendCluster runs in the primary process')
   if (!Number.isInteger(workers) || workers < 1 || workers > 256) throw new InvalidArgumentError('invalid workers: expected an integer from 1 to 256')
   const log = logger.child({ component: 'frontend-cluster' })
+  // node:cluster shares one listening handle per (host, port) among all the
+  // primary's workers: port 0 would put two front-end clusters of one process
+  // on one port. A concrete free port keeps each cluster apart.
+  if (!options.port) options = { ...options, port: await freePort(options.host || defaults.host) }
   const opts = { ...defaults, ...options }
   const id = opts.id || `fe-${process.pid}`
   const aggregator = new AggregatorRegistry()
