@@ -1,62 +1,202 @@
 #!/usr/bin/env node
 'use strict'
 
-// Front-end forwarding throughput against a no-op backend, undici Pool vs
-// axios (keep-alive agent), side by side in one run, driven by wrk.
-// Usage: node bench/forwarding.js [--duration 5] [--connections 32] [--rounds 2]
+// The proxy tax: Chopper's front end against HAProxy and nginx (and the axios
+// forwarder, and the backend alone), all in front of the same no-op backend,
+// in one run, contenders alternating round by round, driven by wrk.
+// Two configurations: one process or thread per proxy, and every core.
+//
+// Usage: node bench/forwarding.js [--duration 5] [--connections 32] [--threads 1]
+//          [--rounds 3] [--warmup 2] [--only single|all] [--backend-workers 1]
+//          [--out bench/results/forwarding]
+// Writes <out>.json and <out>.md. A contender whose tool is missing is reported
+// as not available, with the line that installs it.
 
-const { spawn, execFile, execFileSync } = require('node:child_process')
-const { promisify } = require('node:util')
+const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
-const { parseArgs } = require('node:util')
-const { once } = require('node:events')
-const { createFrontend } = require('../frontend')
-const { KEYSPACE_SIZE } = require('../core/keyspace')
+const { execFileSync } = require('node:child_process')
+const { parseFlags } = require('../cli/args')
+const { CONTENDERS, CONFIGURATIONS, unavailableReason, startBackend } = require('./proxies/contenders')
+const { runWrk } = require('./proxies/wrk')
+const { treeCpuMs } = require('./proxies/cpu')
+const { toolVersion, missingReason } = require('./proxies/tools')
+const { summarize, renderMarkdown, renderTable } = require('./proxies/report')
 
-const { values } = parseArgs({ options: { duration: { type: 'string', default: '5' }, connections: { type: 'string', default: '32' }, rounds: { type: 'string', default: '2' } } })
+/** Every flag and its default. */
+const FLAGS = {
+  duration: { type: 'string', default: '5' }, // seconds per measurement
+  connections: { type: 'string', default: '32' },
+  threads: { type: 'string', default: '1' }, // wrk threads
+  rounds: { type: 'string', default: '3' },
+  warmup: { type: 'string', default: '2' }, // seconds per contender, discarded; 0 skips
+  only: { type: 'string' }, // single | all; both by default
+  'backend-workers': { type: 'string', default: '1' },
+  out: { type: 'string', default: path.join('bench', 'results', 'forwarding') },
+  help: { type: 'boolean', short: 'h' }
+}
+const USAGE = 'usage: node bench/forwarding.js [--duration 5] [--connections 32] [--threads 1] [--rounds 3] [--warmup 2] [--only single|all] [--backend-workers 1] [--out bench/results/forwarding]'
 
-// Asynchronous on purpose: the front end under test shares this process's event loop.
-async function wrk (url) {
-  const { stdout: out } = await promisify(execFile)('wrk', ['-t1', `-c${values.connections}`, `-d${values.duration}s`, '--latency', url])
-  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)[1])
-  const p50 = /^\s+50%\s+(\S+)/m.exec(out)[1]
-  const p99 = /^\s+99%\s+(\S+)/m.exec(out)[1]
-  const errors = /Non-2xx or 3xx responses: (\d+)/.exec(out)
-  return { rps, p50, p99, non2xx: errors ? Number(errors[1]) : 0 }
+/** The request every contender forwards; `key` is what our front end routes on. */
+const REQUEST_PATH = '/x?key=bench'
+
+const running = new Set() // stop functions of every child still up
+async function stopAll () {
+  const stops = [...running]
+  running.clear()
+  await Promise.allSettled(stops.map((stop) => stop()))
+}
+
+async function start (fn) {
+  const handle = await fn()
+  running.add(handle.stop)
+  return handle
+}
+
+function commit () {
+  try {
+    const sha = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+    return dirty ? `${sha} (with uncommitted changes)` : sha
+  } catch {
+    return 'unknown'
+  }
+}
+
+const loadavg = () => os.loadavg().map((x) => Math.round(x * 100) / 100)
+
+/** One wrk measurement of `url`, with the CPU the proxy and the backend used meanwhile. */
+async function measure (url, { pid, backendPid, wrkOptions }) {
+  const cpu0 = pid ? treeCpuMs(pid) : null
+  const b0 = treeCpuMs(backendPid)
+  const t0 = process.hrtime.bigint()
+  const res = await runWrk(url, wrkOptions)
+  const wallMs = Number(process.hrtime.bigint() - t0) / 1e6
+  const cpu1 = pid ? treeCpuMs(pid) : null
+  const b1 = treeCpuMs(backendPid)
+  return {
+    ...res,
+    cpuUsPerReq: cpu0 !== null && cpu1 !== null && res.requests ? ((cpu1 - cpu0) * 1000) / res.requests : null,
+    backendCpuPct: b0 !== null && b1 !== null ? ((b1 - b0) * 100) / wallMs : null
+  }
+}
+
+/**
+ * One configuration: start every available contender, warm each up, then
+ * `rounds` rounds in which each runs once (the order rotates, so none always
+ * follows the same neighbour), then stop them.
+ */
+async function runConfiguration (cfgId, { backend, cores, settings, wrkReason, wrkOptions }) {
+  const cfg = CONFIGURATIONS[cfgId]
+  const procs = cfg.procs(cores)
+  console.log(`\n== ${cfg.title}: ${procs} process(es)/thread(s) per proxy`)
+  const entries = cfg.contenders.map((id) => ({ id, label: CONTENDERS[id].label(procs, cfgId), reason: wrkReason || unavailableReason(id), rounds: [], handle: null }))
+  try {
+    for (const e of entries) {
+      if (e.reason) { console.log(`  ${e.label}: not available: ${e.reason}`); continue }
+      try {
+        e.handle = await start(() => CONTENDERS[e.id].start({ backendUrl: backend.url, procs, cfg: cfgId }))
+        if (settings.warmupS > 0) await runWrk(e.handle.url + REQUEST_PATH, { ...wrkOptions, durationS: settings.warmupS })
+      } catch (err) {
+        e.reason = err.message.split('\n')[0]
+        console.log(`  ${e.label}: not available: ${e.reason}`)
+      }
+    }
+    const live = entries.filter((e) => !e.reason)
+    for (let r = 0; r < settings.rounds; r++) {
+      for (let i = 0; i < live.length; i++) {
+        const e = live[(i + r) % live.length]
+        let m
+        try {
+          m = { round: r + 1, ...await measure(e.handle.url + REQUEST_PATH, { pid: e.handle.pid, backendPid: backend.pid, wrkOptions }) }
+          const errs = m.non2xx + m.socketErrors ? `  errors ${m.non2xx + m.socketErrors}` : ''
+          console.log(`  round ${r + 1}  ${e.label.padEnd(48)} ${m.rps.toFixed(0).padStart(7)} req/s  p50 ${m.p50Ms.toFixed(2)} ms  p99 ${m.p99Ms.toFixed(2)} ms${errs}`)
+        } catch (err) {
+          m = { round: r + 1, error: err.message.split('\n')[0] }
+          console.log(`  round ${r + 1}  ${e.label}: failed: ${m.error}`)
+        }
+        e.rounds.push(m)
+      }
+    }
+  } finally {
+    await Promise.allSettled(entries.filter((e) => e.handle).map((e) => { running.delete(e.handle.stop); return e.handle.stop() }))
+  }
+  const rows = summarize(entries)
+  return { id: cfgId, title: cfg.title, procs, rows }
 }
 
 async function main () {
-  try { execFileSync('wrk', ['--version'], { stdio: 'ignore' }) } catch (err) {
-    if (err.code === 'ENOENT') { console.error('wrk is not installed (apt-get install -y wrk)'); process.exit(2) }
+  const parsed = parseFlags(process.argv.slice(2), {
+    options: FLAGS,
+    integers: ['duration', 'connections', 'threads', 'rounds', 'warmup', 'backend-workers'],
+    choices: { only: ['single', 'all'] }
+  })
+  if (parsed.error || parsed.values.help) {
+    console.error(parsed.error ? `error: ${parsed.error}\n${USAGE}` : USAGE)
+    return parsed.error ? 2 : 0
   }
-  const backend = spawn(process.execPath, [path.join(__dirname, 'noop-backend.js')], { stdio: ['ignore', 'pipe', 'inherit'] })
-  const [chunk] = await once(backend.stdout, 'data')
-  const backendUrl = `http://127.0.0.1:${String(chunk).trim()}`
-  const assignment = { generation: 1, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['noop'] }], servers: { noop: { url: backendUrl } } }
+  const v = parsed.values
+  for (const k of ['duration', 'connections', 'threads', 'rounds', 'backend-workers']) {
+    if (v[k] < 1) { console.error(`error: --${k} must be >= 1\n${USAGE}`); return 2 }
+  }
+  if (v.threads > v.connections) { console.error(`error: --threads must not exceed --connections\n${USAGE}`); return 2 }
+  const settings = { durationS: v.duration, connections: v.connections, threads: v.threads, rounds: v.rounds, warmupS: v.warmup, backendWorkers: v['backend-workers'], only: v.only || null }
+  const wrkOptions = { threads: v.threads, connections: v.connections, durationS: v.duration }
+  const out = v.out.replace(/\.(json|md)$/, '')
+  const cores = os.availableParallelism()
+  const startedAt = new Date()
+  const machine = {
+    cores,
+    cpuModel: (os.cpus()[0] || {}).model || 'unknown',
+    loadavgStart: loadavg(),
+    node: process.version,
+    commit: commit(),
+    tools: { wrk: toolVersion('wrk'), haproxy: toolVersion('haproxy'), nginx: toolVersion('nginx') }
+  }
+  const wrkReason = missingReason('wrk')
+  const command = ['node', 'bench/forwarding.js', ...process.argv.slice(2)].join(' ')
+  console.log(command)
+  console.log(`wrk -t${v.threads} -c${v.connections} -d${v.duration}s --latency, ${v.rounds} round(s), ${v.warmup} s warm-up; ${cores} cores, load average ${machine.loadavgStart.join('/')}`)
 
-  const results = { direct: [], undici: [], axios: [] }
-  console.log(`wrk -t1 -c${values.connections} -d${values.duration}s, ${values.rounds} rounds, alternating`)
-  results.direct.push(await wrk(`${backendUrl}/x?key=k`))
-  for (let r = 0; r < Number(values.rounds); r++) {
-    for (const kind of ['undici', 'axios']) {
-      const fe = createFrontend({ forwarder: kind })
-      const { url } = await fe.start()
-      fe.table.set(assignment)
-      await wrk(`${url}/x?key=warmup`) // warm-up run is discarded
-      const res = await wrk(`${url}/x?key=bench`)
-      results[kind].push(res)
-      console.log(`round ${r + 1} ${kind.padEnd(6)} ${res.rps.toFixed(0).padStart(7)} req/s  p50 ${res.p50}  p99 ${res.p99}  non-2xx ${res.non2xx}`)
-      await fe.close()
+  const backend = await start(() => startBackend({ workers: settings.backendWorkers }))
+  console.log(`no-op backend on ${backend.url} (${settings.backendWorkers} process(es))`)
+  const configurations = []
+  try {
+    for (const id of v.only ? [v.only] : ['single', 'all']) {
+      configurations.push(await runConfiguration(id, { backend, cores, settings, wrkReason, wrkOptions }))
     }
+  } finally {
+    await stopAll()
   }
-  backend.kill('SIGTERM')
-  const median = (xs) => { const s = xs.map((x) => x.rps).sort((a, b) => a - b); return s[Math.floor(s.length / 2)] }
-  const u = median(results.undici)
-  const a = median(results.axios)
-  console.log(`\nno-op backend direct: ${results.direct[0].rps.toFixed(0)} req/s`)
-  console.log(`front end, undici:    ${u.toFixed(0)} req/s (median)`)
-  console.log(`front end, axios:     ${a.toFixed(0)} req/s (median)`)
-  console.log(`undici / axios = ${(u / a).toFixed(2)}x`)
+  machine.loadavgEnd = loadavg()
+  const result = {
+    bench: 'forwarding',
+    startedAt: startedAt.toISOString(),
+    elapsedS: (Date.now() - startedAt.getTime()) / 1000,
+    command,
+    wrk: `wrk -t${v.threads} -c${v.connections} -d${v.duration}s --latency http://127.0.0.1:PORT${REQUEST_PATH}`,
+    settings,
+    machine,
+    backend: { script: 'bench/noop-backend.js', workers: settings.backendWorkers },
+    configurations
+  }
+  for (const c of configurations) console.log(`\n## ${c.title} (${c.procs})\n\n${renderTable(c.rows)}`)
+  fs.mkdirSync(path.dirname(path.resolve(out)), { recursive: true })
+  fs.writeFileSync(`${out}.json`, JSON.stringify(result, null, 2) + '\n')
+  fs.writeFileSync(`${out}.md`, renderMarkdown(result))
+  console.log(`\nwrote ${out}.json and ${out}.md`)
+  return 0
 }
 
-main().catch((err) => { console.error(err); process.exit(1) })
+// Ctrl-C or a kill: stop every child (HAProxy, nginx, front ends, backend) before leaving.
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => {
+    console.error(`\n${signal}: stopping the contenders and the backend`)
+    stopAll().finally(() => process.exit(130))
+  })
+}
+
+main().then((code) => { process.exitCode = code }, (err) => {
+  console.error(err)
+  stopAll().finally(() => process.exit(1))
+})
