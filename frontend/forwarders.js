@@ -8,15 +8,16 @@ const axios = require('axios')
  * Two interchangeable upstream clients for the hot forwarding path. Both
  * implement one forwarding attempt:
  *
- *   attempt(origin, { method, path, headers, body }, res, extra) → Promise<null | { misdirected: true, generation }>
+ *   attempt(origin, { method, path, headers, body }, res, extra, done(err, null | { misdirected: true, generation }))
  *
  * `headers` is a flat [name, value, ...] list. On any answer but 421 the
  * response head goes straight to `res` (hop-by-hop headers dropped, `extra`
- * [name, value, ...] appended), the body streams after it, and the promise
- * resolves null: the attempt is committed. On 421 the body is discarded and
- * the promise resolves `{ misdirected, generation }` so the caller can retry
- * elsewhere. A transport failure before the head rejects (err.code as undici
- * reports it); one after it destroys `res`.
+ * [name, value, ...] appended), the body streams after it, and `done(null,
+ * null)` says the attempt is committed. On 421 the body is discarded and
+ * `done(null, { misdirected, generation })` lets the caller retry elsewhere.
+ * A transport failure before the head is `done(err)` (err.code as undici
+ * reports it); one after it destroys `res`. A callback, not a promise: the
+ * common case allocates no promise at all.
  *
  * undici is the default: its `dispatch` with a handler object streams the
  * body chunk by chunk into `res` with no Readable in between, and passes the
@@ -52,18 +53,20 @@ function generationOf (raw) {
 
 /**
  * One forwarding attempt as an undici dispatch handler (the handler API that
- * undici's HTTP/1.1 client speaks natively: no header object is built).
+ * undici's HTTP/1.1 client speaks natively: no header object is built, no
+ * Readable per response). `done(err, outcome)` is called exactly once: null
+ * once the head is written to `res`, `{ misdirected }` after a 421, or the
+ * transport error before the head.
  */
 class ForwardHandler {
-  constructor (res, extra, resolve, reject) {
+  constructor (res, extra, done) {
     this.res = res
     this.extra = extra
-    this.resolve = resolve
-    this.reject = reject
+    this.done = done
     this.abort = null
+    this.resume = null
     this.misdirected = null
     this.committed = false
-    this.onClose = null
   }
 
   onConnect (abort) {
@@ -82,12 +85,13 @@ class ForwardHandler {
     // corked until the next tick they leave in one write.
     res.cork()
     process.nextTick(uncork, res)
-    res.writeHead(statusCode, appendResponseHeaders(rawHeaders, []).concat(this.extra))
+    const headers = appendResponseHeaders(rawHeaders, [])
+    for (let i = 0; i < this.extra.length; i++) headers.push(this.extra[i])
+    res.writeHead(statusCode, headers)
     this.resume = resume
-    // A client that goes away aborts the upstream request.
-    this.onClose = () => { if (!res.writableFinished && this.abort) this.abort() }
-    res.once('close', this.onClose)
-    this.resolve(null)
+    // A client that goes away aborts the upstream request (see abortUpstream).
+    res.chopperUpstream = this
+    this.done(null, null)
     return true
   }
 
@@ -99,14 +103,20 @@ class ForwardHandler {
   }
 
   onComplete () {
-    if (this.misdirected) return this.resolve(this.misdirected)
+    if (this.misdirected) return this.done(null, this.misdirected)
     this.res.end()
   }
 
   onError (err) {
-    if (!this.committed) return this.reject(err)
+    if (!this.committed) return this.done(err)
     this.res.destroy(err)
   }
+}
+
+/** Call on the client response's 'close': stop an upstream answer nobody will read. */
+function abortUpstream (res) {
+  const h = res.chopperUpstream
+  if (h && !res.writableFinished && h.abort) h.abort()
 }
 
 class UndiciForwarder {
@@ -130,10 +140,8 @@ class UndiciForwarder {
     return pool
   }
 
-  attempt (origin, { method, path, headers, body }, res, extra) {
-    return new Promise((resolve, reject) => {
-      this.#pool(origin).dispatch({ method, path, headers, body }, new ForwardHandler(res, extra, resolve, reject))
-    })
+  attempt (origin, request, res, extra, done) {
+    this.#pool(origin).dispatch(request, new ForwardHandler(res, extra, done))
   }
 
   /** Drop the pool of a server that left the assignment. */
@@ -166,7 +174,11 @@ class AxiosForwarder {
     })
   }
 
-  async attempt (origin, { method, path, headers, body }, res, extra) {
+  attempt (origin, request, res, extra, done) {
+    this.#attempt(origin, request, res, extra).then((outcome) => done(null, outcome), done)
+  }
+
+  async #attempt (origin, { method, path, headers, body }, res, extra) {
     const object = {}
     for (let i = 0; i < headers.length; i += 2) object[headers[i]] = headers[i + 1]
     let upstream
@@ -189,7 +201,7 @@ class AxiosForwarder {
     }
     res.writeHead(upstream.status, appendResponseHeaders(raw, []).concat(extra))
     stream.once('error', (err) => res.destroy(err))
-    res.once('close', () => { if (!res.writableFinished) stream.destroy() })
+    res.chopperUpstream = { abort: () => stream.destroy() }
     stream.pipe(res)
     return null
   }
@@ -206,4 +218,4 @@ function createForwarder (kind, options) {
   return kind === 'axios' ? new AxiosForwarder(options) : new UndiciForwarder(options)
 }
 
-module.exports = { createForwarder, UndiciForwarder, AxiosForwarder, HOP_BY_HOP }
+module.exports = { createForwarder, UndiciForwarder, AxiosForwarder, HOP_BY_HOP, abortUpstream }

@@ -6,7 +6,8 @@ const {
   UpstreamTimeoutError, PayloadTooLargeError, statusOf, toHttpBody
 } = require('../core/errors')
 const { keyFromRawRequest } = require('../core/request-key')
-const { HOP_BY_HOP } = require('./forwarders')
+const { performance } = require('node:perf_hooks')
+const { HOP_BY_HOP, abortUpstream } = require('./forwarders')
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
 // Nothing reached the app server: any replayable request may be sent elsewhere.
@@ -106,16 +107,21 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
     res.end(text)
   }
 
-  async function forward (req, res) {
-    const appKey = keyFrom(req)
-    if (appKey === undefined) throw new MissingKeyError('missing key: pass ?key=K or an X-Chopper-Key header')
-    const key = sliceKey(appKey)
+  const attemptAsync = (origin, request, res, extra) => new Promise((resolve, reject) => {
+    forwarder.attempt(origin, request, res, extra, (err, outcome) => (err ? reject(err) : resolve(outcome)))
+  })
+
+  /**
+   * The general path: no map yet, a body to buffer, or a first attempt that
+   * met a 421 or a transport error (`first`: its result). Retries and holds.
+   */
+  async function forward (req, res, appKey, key, first) {
     if (!table.map) await table.refresh()
     if (!table.map) throw new NoAssignmentError('no slice assignment yet: the controller has not pushed one')
 
     let body = null
     let replayable = true
-    if (hasBody(req)) {
+    if (first === undefined && hasBody(req)) {
       const length = Number(req.headers['content-length'])
       if (Number.isFinite(length) && length <= bufferLimit) {
         body = await bufferBody(req, bufferLimit)
@@ -127,14 +133,20 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
 
     let deadline = 0
     for (let attempt = 0; ; attempt++) {
-      const map = table.map
-      const owner = map.ownerOf(key)
-      const origin = map.urlOf(owner)
-      const generation = map.generation
-      let outcome
+      let owner, origin, generation, outcome
       try {
-        outcome = await forwarder.attempt(origin, { method: req.method, path: req.url, headers: forwardHeaders(req, generation), body }, res,
-          ['x-served-by', owner, 'x-chopper-generation', String(generation)])
+        if (attempt === 0 && first !== undefined) {
+          ({ owner, origin, generation } = first)
+          if (first.err) throw first.err
+          outcome = first.outcome
+        } else {
+          const map = table.map
+          owner = map.ownerOf(key)
+          origin = map.urlOf(owner)
+          generation = map.generation
+          outcome = await attemptAsync(origin, { method: req.method, path: req.url, headers: forwardHeaders(req, generation), body }, res,
+            ['x-served-by', owner, 'x-chopper-generation', String(generation)])
+        }
       } catch (err) {
         metrics.upstreamErrors.inc({ server: owner, code: err.code || 'UNKNOWN' })
         if (TIMEOUT_CODES.has(err.code)) throw new UpstreamTimeoutError(`app server ${owner} did not answer in time`, { cause: err })
@@ -179,15 +191,34 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
     }
   }
 
+  // One shared listener, not a closure per request ('this' is the response).
+  function onResponseClose () {
+    abortUpstream(this)
+    if (this.chopperError || !this.headersSent) return // errors are counted by code in fail()
+    requestsFor(this.statusCode).inc()
+    metrics.duration.observe((performance.now() - this.chopperStarted) / 1e3)
+  }
+
   return function proxy (req, res) {
-    const started = process.hrtime.bigint()
-    // Registered first: a small answer can close before forward() resumes.
-    res.once('close', () => {
-      if (res.chopperError || !res.headersSent) return // errors are counted by code in fail()
-      requestsFor(res.statusCode).inc()
-      metrics.duration.observe(Number(process.hrtime.bigint() - started) / 1e9)
-    })
-    forward(req, res).catch((err) => fail(req, res, err))
+    res.chopperStarted = performance.now()
+    res.once('close', onResponseClose)
+    const appKey = keyFrom(req)
+    if (appKey === undefined) return fail(req, res, new MissingKeyError('missing key: pass ?key=K or an X-Chopper-Key header'))
+    const key = sliceKey(appKey)
+    const map = table.map
+    if (map === null || hasBody(req)) {
+      forward(req, res, appKey, key).catch((err) => fail(req, res, err))
+      return
+    }
+    // The common case, with no promise: one attempt on the owner the map names.
+    const owner = map.ownerOf(key)
+    const origin = map.urlOf(owner)
+    const generation = map.generation
+    forwarder.attempt(origin, { method: req.method, path: req.url, headers: forwardHeaders(req, generation), body: null }, res,
+      ['x-served-by', owner, 'x-chopper-generation', String(generation)], (err, outcome) => {
+        if (!err && outcome === null) return
+        forward(req, res, appKey, key, { err, outcome, owner, origin, generation }).catch((e) => fail(req, res, e))
+      })
   }
 }
 
