@@ -29,11 +29,14 @@ const axios = require('axios')
 // after them are set by the front end itself.
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'x-served-by', 'x-chopper-generation'])
 
+const HOP_LENGTHS = new Set([...HOP_BY_HOP].map((n) => n.length))
+
 /** Append the forwardable [name, value] pairs of a raw header list (strings or Buffers) to `out`. */
 function appendResponseHeaders (raw, out) {
   for (let i = 0; i < raw.length; i += 2) {
     const name = typeof raw[i] === 'string' ? raw[i] : raw[i].toString('latin1')
-    if (HOP_BY_HOP.has(name.toLowerCase())) continue
+    // Every hop-by-hop name is 2 to 20 characters long: most others skip the lowercasing.
+    if (HOP_LENGTHS.has(name.length) && HOP_BY_HOP.has(name.toLowerCase())) continue
     out.push(name, typeof raw[i + 1] === 'string' ? raw[i + 1] : raw[i + 1].toString('latin1'))
   }
   return out

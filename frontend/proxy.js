@@ -191,6 +191,22 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
     }
   }
 
+  // The headers every answer gets, per map and owner: built once, shared read-only.
+  let extraFor = null
+  let extraMap = null
+  function responseHeadersFor (map, owner) {
+    if (extraMap !== map) {
+      extraMap = map
+      extraFor = new Map()
+    }
+    let h = extraFor.get(owner)
+    if (!h) {
+      h = ['x-served-by', owner, 'x-chopper-generation', String(map.generation)]
+      extraFor.set(owner, h)
+    }
+    return h
+  }
+
   // One shared listener, not a closure per request ('this' is the response).
   function onResponseClose () {
     abortUpstream(this)
@@ -215,7 +231,7 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
     const origin = map.urlOf(owner)
     const generation = map.generation
     forwarder.attempt(origin, { method: req.method, path: req.url, headers: forwardHeaders(req, generation), body: null }, res,
-      ['x-served-by', owner, 'x-chopper-generation', String(generation)], (err, outcome) => {
+      responseHeadersFor(map, owner), (err, outcome) => {
         if (!err && outcome === null) return
         forward(req, res, appKey, key, { err, outcome, owner, origin, generation }).catch((e) => fail(req, res, e))
       })
