@@ -92,8 +92,6 @@ class ForwardHandler {
     for (let i = 0; i < this.extra.length; i++) headers.push(this.extra[i])
     res.writeHead(statusCode, headers)
     this.resume = resume
-    // A client that goes away aborts the upstream request (see abortUpstream).
-    res.chopperUpstream = this
     this.done(null, null)
     return true
   }
@@ -111,6 +109,8 @@ class ForwardHandler {
   }
 
   onError (err) {
+    // The client left before the answer (abortUpstream): nothing to retry for.
+    if (!this.committed && this.res.destroyed) return this.done(null, null)
     if (!this.committed) return this.done(err)
     this.res.destroy(err)
   }
@@ -144,7 +144,9 @@ class UndiciForwarder {
   }
 
   attempt (origin, request, res, extra, done) {
-    this.#pool(origin).dispatch(request, new ForwardHandler(res, extra, done))
+    const handler = new ForwardHandler(res, extra, done)
+    res.chopperUpstream = handler // so a client that leaves aborts the upstream request
+    this.#pool(origin).dispatch(request, handler)
   }
 
   /** Drop the pool of a server that left the assignment. */

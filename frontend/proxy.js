@@ -3,13 +3,15 @@
 const { sliceKey } = require('../core/keyspace')
 const {
   MissingKeyError, NoAssignmentError, UpstreamUnreachableError, UpstreamUnavailableError,
-  UpstreamTimeoutError, PayloadTooLargeError, statusOf, toHttpBody
+  UpstreamTimeoutError, PayloadTooLargeError, InvalidArgumentError, statusOf, toHttpBody
 } = require('../core/errors')
 const { keyFromRawRequest } = require('../core/request-key')
 const { performance } = require('node:perf_hooks')
 const { HOP_BY_HOP, abortUpstream } = require('./forwarders')
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
+// undici refused the request itself (a header it does not accept): the client's fault, 400.
+const CLIENT_FAULT_CODES = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED'])
 // Nothing reached the app server: any replayable request may be sent elsewhere.
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH'])
 // A request may have reached the app server before its connection broke: only
@@ -35,7 +37,7 @@ function forwardHeaders (req, generation) {
   let host
   for (let i = 0; i < raw.length; i += 2) {
     const lower = raw[i].toLowerCase()
-    if (HOP_BY_HOP.has(lower)) {
+    if (HOP_BY_HOP.has(lower) || lower === 'expect') { // Node's server already answered any 100-continue
       if (lower === 'host') host = raw[i + 1]
       continue
     }
@@ -148,6 +150,7 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
             ['x-served-by', owner, 'x-chopper-generation', String(generation)])
         }
       } catch (err) {
+        if (CLIENT_FAULT_CODES.has(err.code)) throw new InvalidArgumentError(`request cannot be forwarded: ${err.message}`, { cause: err })
         metrics.upstreamErrors.inc({ server: owner, code: err.code || 'UNKNOWN' })
         if (TIMEOUT_CODES.has(err.code)) throw new UpstreamTimeoutError(`app server ${owner} did not answer in time`, { cause: err })
         if (attempt === 0 && replayable && !NOT_SENT_CODES.has(err.code) && IDEMPOTENT.has(req.method)) {

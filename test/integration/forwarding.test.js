@@ -79,4 +79,51 @@ describe('front-end forwarding', () => {
     const m = await call(`${fe.urls.url}/metrics`)
     expect(m.body).toMatch(/chopper_frontend_errors_total\{code="CHOPPER_ERR_NO_ASSIGNMENT"\} 1/)
   })
+  test('a client that sends Expect: 100-continue gets its PUT forwarded (the key decoded as Express decodes it)', async () => {
+    const { fe } = await setup()
+    const http = require('node:http')
+    const body = Buffer.alloc(300, 7)
+    const answer = await new Promise((resolve, reject) => {
+      const req = http.request(`${fe.urls.url}/x?key=a%20b+c`, { method: 'PUT', headers: { expect: '100-continue', 'content-length': body.length } })
+      req.on('continue', () => req.end(body))
+      req.on('response', (res) => {
+        let text = ''
+        res.on('data', (d) => { text += d })
+        res.on('end', () => resolve({ status: res.statusCode, body: JSON.parse(text), headers: res.headers }))
+      })
+      req.on('error', reject)
+    })
+    expect(answer.status).toBe(201)
+    expect(answer.body).toMatchObject({ method: 'PUT', bytes: 300 })
+    expect(answer.headers['x-served-by']).toBe('echo')
+  })
+
+  test('a client that leaves before the app answers is not retried and aborts the upstream request', async () => {
+    let started = 0
+    let aborted = 0
+    const slow = express.Router()
+    slow.get('/slow', (req, res) => {
+      started++
+      res.on('close', () => { if (!res.writableFinished) aborted++ })
+    })
+    const server = createAppServer({ id: 'slow', app: slow })
+    await server.start()
+    closers.push(() => server.close())
+    const fe = createFrontend({})
+    await fe.start()
+    closers.push(() => fe.close())
+    const assignment = { generation: 4, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['slow'] }], servers: { slow: { url: server.urls.url } } }
+    expect((await putJson(`${fe.urls.controlUrl}/v1/assignment`, assignment)).status).toBe(200)
+    expect((await putJson(`${server.urls.controlUrl}/v1/assignment`, assignment)).status).toBe(200)
+    const http = require('node:http')
+    const req = http.get(`${fe.urls.url}/slow?key=k`)
+    req.on('error', () => {})
+    const { pollUntil } = require('../../core/poll')
+    await pollUntil(() => started === 1, { what: 'the request to reach the app' })
+    req.destroy()
+    await pollUntil(() => aborted === 1, { what: 'the upstream request to be aborted' })
+    const metrics = (await call(`${fe.urls.url}/metrics`)).body
+    expect(metrics).not.toMatch(/chopper_frontend_retries_total\{/)
+    expect(started).toBe(1)
+  })
 })
