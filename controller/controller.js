@@ -187,10 +187,6 @@ function createController (options = {}) {
     target = next
     handoffs.revokes++
     issue({ ...plan.revoke, generation: revokeGeneration }, reason, 'revoke')
-    for (const id of plan.losers) {
-      const s = servers.get(id)
-      if (s) noteDrained(id, s.drainedGeneration)
-    }
     return true
   }
 
