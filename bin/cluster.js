@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict'
 
-const pino = require('pino')
+const { createCliLogger, FORMATS } = require('../cli/logger')
 const { startLocalCluster, defaults } = require('../cluster/local-cluster')
 const { parseFlags, onShutdown } = require('../cli/args')
 const { readEnv } = require('../core/settings')
@@ -18,6 +18,7 @@ Runs a local Chopper cluster: a controller, app servers and front ends on 127.0.
   --port P                         first front end's port; the rest follow (default ${defaults.port})
   --workers N                      processes per front end, sharing its port via node:cluster (default ${defaults.frontendWorkers})
   --log-level LEVEL                pino level (default info; LOG_LEVEL also works)
+  --log-format pretty|json         log lines for people or for machines (default: pretty on a terminal, else json; LOG_FORMAT also works)
   -h, --help                       this message
 `
 
@@ -32,10 +33,11 @@ async function main () {
       port: { type: 'string' },
       workers: { type: 'string' },
       'log-level': { type: 'string' },
+      'log-format': { type: 'string' },
       help: { type: 'boolean', short: 'h' }
     },
     integers: ['frontends', 'servers', 'period', 'port', 'workers'],
-    choices: { app: ['compute', 'kv-cache'], strategy: ['chopper', 'consistent-hash'] }
+    choices: { app: ['compute', 'kv-cache'], strategy: ['chopper', 'consistent-hash'], 'log-format': FORMATS }
   })
   if (error) {
     process.stderr.write(`error: ${error}\n\n${USAGE}`)
@@ -45,7 +47,13 @@ async function main () {
     process.stdout.write(USAGE)
     return
   }
-  const logger = pino({ level: values['log-level'] || process.env.LOG_LEVEL || 'info' })
+  let logger
+  try {
+    logger = createCliLogger({ level: values['log-level'] || process.env.LOG_LEVEL || 'info', format: values['log-format'] || process.env.LOG_FORMAT })
+  } catch (err) {
+    process.stderr.write(`error: ${err.message} (--log-level / LOG_LEVEL, --log-format / LOG_FORMAT)\n\n${USAGE}`)
+    process.exit(2)
+  }
   let cluster
   try {
     if (values.app === 'kv-cache') readEnv('kvCache') // a malformed variable fails before anything starts
@@ -57,6 +65,7 @@ async function main () {
       periodMs: values.period,
       port: values.port,
       frontendWorkers: values.workers,
+      logFormat: values['log-format'] || process.env.LOG_FORMAT, // front-end workers log in the same format
       // kv-cache honours REDIS_URL, CHOPPER_DDB_ENDPOINT, ... (core/settings.js ENV.kvCache)
       appOptions: values.app === 'kv-cache' ? readEnv('kvCache') : {},
       logger
@@ -69,6 +78,7 @@ async function main () {
   const lines = [
     ...cluster.frontends.map((f) => `frontend   ${f.url}`),
     `controller ${cluster.controller.url}`,
+    `dashboard  ${cluster.controller.url}/dashboard`,
     ...cluster.servers.map((s) => `appserver  ${s.id} ${s.url} (control ${s.controlUrl})`)
   ]
   process.stdout.write(lines.join('\n') + '\nready; Ctrl-C to stop\n')

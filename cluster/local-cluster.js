@@ -20,6 +20,7 @@ const defaults = Object.freeze({
   // Processes per front end (node:cluster, frontend/cluster.js). 1 here: the
   // local cluster already runs several front ends and app servers on one machine.
   frontendWorkers: 1,
+  logFormat: undefined, // for front-end workers (their own processes): 'pretty' | 'json' | undefined = pretty on a terminal
   host: '127.0.0.1',
   appOptions: {}, // passed to the app's create()
   frontendOptions: {},
@@ -86,6 +87,7 @@ async function startLocalCluster (options = {}) {
           controllerUrl,
           workers: opts.frontendWorkers,
           logLevel: log.level,
+          logFormat: opts.logFormat,
           logger: log
         })
         closers.push(() => fc.close())

@@ -16,6 +16,9 @@ const { jsonErrorHandler, listen, close } = require('../core/http')
 const { InvalidArgumentError, NoAssignmentError, UnknownServerError, LastServerError } = require('../core/errors')
 const { silent } = require('../core/logger')
 const { pollUntil } = require('../core/poll')
+const { keyspaceColumn, replicaCounts } = require('./dashboard/keyspace-view')
+const { SseHub } = require('./dashboard/sse-hub')
+const { dashboardRoutes } = require('./dashboard/routes')
 
 /** Every option of createController and its default. */
 const defaults = Object.freeze({
@@ -44,6 +47,11 @@ const defaults = Object.freeze({
   // restarts (a DynamoDB item's version carries the generation that wrote it).
   // undefined = the wall clock in ms at creation.
   generationBase: undefined,
+  // The dashboard (GET /dashboard) and its live feed (GET /v1/events, docs in controller/dashboard/).
+  heatmapBuckets: 256, // the keyspace cut into this many equal buckets per round, for the heatmap
+  eventClients: 32, // concurrent /v1/events streams; more get a JSON 503
+  eventHeartbeatMs: 15000, // comment line on an idle stream
+  eventCoalesceMs: 250, // membership and push changes are sent at most this often
   logger: silent
 })
 
@@ -64,6 +72,11 @@ function createController (options = {}) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
   if (!Number.isInteger(opts.leaseMarginMs) || opts.leaseMarginMs < 0) throw new InvalidArgumentError('invalid leaseMarginMs: expected an integer >= 0')
+  if (!Number.isInteger(opts.historySize) || opts.historySize < 1) throw new InvalidArgumentError('invalid historySize: expected an integer >= 1')
+  if (!Number.isInteger(opts.heatmapBuckets) || opts.heatmapBuckets < 1 || opts.heatmapBuckets > 4096) throw new InvalidArgumentError('invalid heatmapBuckets: expected an integer from 1 to 4096')
+  for (const k of ['eventClients', 'eventHeartbeatMs', 'eventCoalesceMs']) {
+    if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
+  }
   const startupFenceMs = opts.startupFenceMs === undefined ? opts.leaseMs + opts.leaseMarginMs : opts.startupFenceMs
   if (!Number.isInteger(startupFenceMs) || startupFenceMs < 0) throw new InvalidArgumentError('invalid startupFenceMs: expected an integer >= 0')
   const generationBase = opts.generationBase === undefined ? Date.now() : opts.generationBase
@@ -72,6 +85,9 @@ function createController (options = {}) {
   const strategyOptions = { ...opts.strategyOptions }
   // Validate the strategy options now rather than at the first round.
   strategy.initial({ probe: { url: 'http://127.0.0.1:1' } }, strategyOptions)
+  // What status shows: every option in force, defaults included.
+  const effectiveStrategyOptions = { ...strategy.defaults }
+  for (const [k, v] of Object.entries(strategyOptions)) if (v !== undefined) effectiveStrategyOptions[k] = v
   const log = opts.logger.child({ component: 'controller' })
 
   const servers = new Map() // id -> { url, controlUrl, failures, draining, generation, drainedGeneration }
@@ -86,6 +102,8 @@ function createController (options = {}) {
   const handoff = new HandoffTracker()
   const fenced = opts.handoff === 'fenced'
   const history = []
+  const columns = [] // heatmap: one keyspaceColumn per round, beside `history` (kept out of /v1/status: 2 KB each)
+  const events = new SseHub({ maxClients: opts.eventClients, heartbeatMs: opts.eventHeartbeatMs, logger: log })
   // `assignment` is the newest map issued (a revoke map while a handoff is in
   // progress); `target` is the layout a handoff in progress will grant.
   let assignment = null
@@ -142,6 +160,12 @@ function createController (options = {}) {
     assignment = a
     pusher.publish(assignment)
     log.info({ generation: a.generation, reason, phase, slices: a.slices.length }, 'new assignment')
+    changed()
+  }
+
+  /** Tell dashboard clients that membership, the assignment or push state changed (coalesced). */
+  function changed () {
+    events.coalesce('state', () => ({ state: state() }), opts.eventCoalesceMs)
   }
 
   /**
@@ -158,6 +182,7 @@ function createController (options = {}) {
       assignment = null
       target = null
       handoff.clear()
+      changed()
       return true
     }
     if (!assignment && fenced && leases.now() < leaseHorizon) {
@@ -231,6 +256,7 @@ function createController (options = {}) {
     const id = key.slice('server:'.length)
     const s = servers.get(id)
     if (s && Number.isSafeInteger(body.generation)) s.generation = body.generation
+    changed()
     if (Number.isSafeInteger(body.drainedGeneration) && Number.isSafeInteger(body.generation)) {
       noteDrained(id, Math.min(body.drainedGeneration, body.generation, assignment ? assignment.generation : 0))
     }
@@ -265,6 +291,7 @@ function createController (options = {}) {
     if (assignment && assignment.generation < generationFloor) {
       assignment = { ...assignment, generation: generationFloor + 1 }
       pusher.publish(assignment)
+      changed()
       log.info({ generation: assignment.generation }, 'members hold newer generations (controller restart?): re-issued the assignment above them')
     }
   }
@@ -282,6 +309,7 @@ function createController (options = {}) {
       drainedGeneration: same ? known.drainedGeneration : 0
     })
     pusher.addTarget(`server:${id}`, controlUrl)
+    changed()
     if (same) return
     const current = layout()
     const active = Object.keys(serverMap()).length
@@ -320,6 +348,7 @@ function createController (options = {}) {
     collector.forget(id)
     lastEntries.delete(id)
     leases.delete(id)
+    changed()
     return true
   }
 
@@ -419,6 +448,10 @@ function createController (options = {}) {
       }
       history.push(entry)
       if (history.length > opts.historySize) history.shift()
+      const column = { round, at: entry.at, generation: entry.generation, ...keyspaceColumn(before, loads, { buckets: opts.heatmapBuckets, previous: columns[columns.length - 1] }) }
+      columns.push(column)
+      if (columns.length > opts.historySize) columns.shift()
+      events.broadcast('round', () => ({ round: entry, column, state: state() }))
       return entry
     })()
     try {
@@ -485,6 +518,7 @@ function createController (options = {}) {
       s.draining = true
       log.info({ server: id }, 'draining: moving its slices to other servers')
       reassignAway(id, 'drain')
+      changed()
     }
     res.json({ draining: id, generation: assignment ? assignment.generation : 0 })
   })
@@ -511,11 +545,13 @@ function createController (options = {}) {
     noteGeneration(generation)
     frontends.set(id, { controlUrl })
     pusher.addTarget(`frontend:${id}`, controlUrl)
+    changed()
     res.status(201).json({ assignment })
   })
   app.delete('/v1/frontends/:id', (req, res) => {
     if (!frontends.delete(req.params.id)) throw new UnknownServerError(`unknown front end ${req.params.id}`)
     pusher.removeTarget(`frontend:${req.params.id}`)
+    changed()
     res.json({ removed: req.params.id })
   })
   app.get('/v1/assignment', (req, res) => {
@@ -527,6 +563,7 @@ function createController (options = {}) {
   app.get('/metrics', async (req, res) => {
     res.set('Content-Type', registry.contentType).send(await registry.metrics())
   })
+  app.use(dashboardRoutes({ hub: events, snapshot: dashboardSnapshot }))
   app.use(jsonErrorHandler(log))
 
   /**
@@ -554,17 +591,27 @@ function createController (options = {}) {
     return pollUntil(() => target === null, { timeoutMs, intervalMs: 2, what: 'the handoff to be granted' }).then(() => true, () => false)
   }
 
-  function status () {
+  /** Everything status() reports but the rounds. */
+  function state () {
     const share = assignment ? serverLoads(assignment, new Float64Array(assignment.slices.length)) : {}
+    const replicas = assignment ? replicaCounts(assignment) : {}
     const last = history[history.length - 1]
+    const lagging = new Map(pusher.lagging().map((l) => [l.target, l]))
+    // A target that is not lagging has acknowledged the newest assignment.
+    const pushState = (key) => {
+      const l = lagging.get(key)
+      return l ? { acked: l.acked, lagging: true, failures: l.failures } : { acked: pusher.latest ? pusher.latest.generation : 0, lagging: false, failures: 0 }
+    }
     return {
       strategy: strategy.name,
+      strategyOptions: { ...effectiveStrategyOptions },
       periodMs: opts.periodMs,
       generation: assignment ? assignment.generation : 0,
       servers: Object.fromEntries([...servers].map(([id, s]) => [id, {
         url: s.url,
         controlUrl: s.controlUrl,
         slices: share[id] ? share[id].slices : 0,
+        replicas: replicas[id] || 0,
         keyspaceShare: share[id] ? share[id].keys / KEYSPACE_SIZE : 0,
         lastLoad: last && last.perServer[id] !== undefined && !s.loadUnknown ? last.perServer[id] : null,
         loadUnknown: Boolean(s.loadUnknown),
@@ -572,13 +619,29 @@ function createController (options = {}) {
         draining: s.draining,
         generation: s.generation,
         drainedGeneration: s.drainedGeneration,
-        leaseRemainingMs: Math.round(leases.remaining(id))
+        leaseRemainingMs: Math.round(leases.remaining(id)),
+        push: pushState(`server:${id}`)
       }])),
       handoff: { mode: opts.handoff, inProgress: target !== null, waitingFor: handoff.snapshot(leases.now()), ...handoffs },
       leaseMs: opts.leaseMs,
-      frontends: Object.fromEntries([...frontends].map(([id, f]) => [id, { controlUrl: f.controlUrl }])),
-      pushes: { ...pusher.stats, lagging: pusher.lagging() },
-      rounds: history.slice()
+      frontends: Object.fromEntries([...frontends].map(([id, f]) => [id, { controlUrl: f.controlUrl, push: pushState(`frontend:${id}`) }])),
+      pushes: { ...pusher.stats, lagging: [...lagging.values()] }
+    }
+  }
+
+  function status () {
+    return { ...state(), rounds: history.slice() }
+  }
+
+  /** The dashboard's first event: the state, every round kept and its heatmap column. */
+  function dashboardSnapshot () {
+    return {
+      keyspaceSize: KEYSPACE_SIZE,
+      buckets: opts.heatmapBuckets,
+      historySize: opts.historySize,
+      state: state(),
+      rounds: history.slice(),
+      columns: columns.slice()
     }
   }
 
@@ -603,6 +666,7 @@ function createController (options = {}) {
       timer = null
       if (running) await running.catch(() => {})
       pusher.close()
+      events.close() // open streams would keep server.close() waiting
       await close(server)
     },
     runRound,

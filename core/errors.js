@@ -24,6 +24,7 @@ const TABLE = {
   UpstreamUnavailableError: ['CHOPPER_ERR_UPSTREAM_UNAVAILABLE', 503],
   UpstreamTimeoutError: ['CHOPPER_ERR_UPSTREAM_TIMEOUT', 504],
   StoreUnavailableError: ['CHOPPER_ERR_STORE_UNAVAILABLE', 503],
+  TooManyClientsError: ['CHOPPER_ERR_TOO_MANY_CLIENTS', 503],
   TimeoutError: ['CHOPPER_ERR_TIMEOUT', 504],
   InternalError: ['CHOPPER_ERR_INTERNAL', 500]
 }

@@ -2,13 +2,14 @@
 
 // One front-end worker of startFrontendCluster (frontend/cluster.js): a whole
 // front end whose data port is shared with its siblings through node:cluster.
-const pino = require('pino')
 const { AggregatorRegistry } = require('prom-client')
+const { createCliLogger } = require('../cli/logger')
 const { createFrontend } = require('./frontend')
 const { OPTIONS_ENV } = require('./cluster')
 
-const { logLevel = 'info', ...options } = JSON.parse(process.env[OPTIONS_ENV] || '{}')
-const logger = pino({ level: logLevel })
+const { logLevel = 'info', logFormat, ...options } = JSON.parse(process.env[OPTIONS_ENV] || '{}')
+// Workers share the primary's terminal: the same format as the primary's logs.
+const logger = createCliLogger({ level: logLevel, format: logFormat })
 let seq = 0
 const pending = new Map()
 
