@@ -2,7 +2,7 @@
 
 const { InvalidArgumentError } = require('../core/errors')
 const { Registry } = require('prom-client')
-const { createAppServer } = require('../appserver-lib')
+const { createAppServer } = require('../appserver-lib/index.js')
 const { silent } = require('../core/logger')
 
 /** The apps appserver-lib hosts here, loaded lazily (kv-cache pulls in the AWS SDK). */

@@ -19,7 +19,7 @@ const { nsPerOp, keysOfLength } = require('./lib/micro')
 const { markdownTable, environment, writeResults, fmt } = require('./lib/report')
 const { parseFlags } = require('./lib/cli')
 const { sliceKey, KEYSPACE_SIZE } = require('../core/keyspace')
-const { ShardGuard } = require('../appserver-lib')
+const { ShardGuard } = require('../appserver-lib/index.js')
 
 const FLAGS = {
   duration: { type: 'int', default: 5, min: 1 },

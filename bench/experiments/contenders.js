@@ -2,7 +2,7 @@
 
 const { Registry } = require('prom-client')
 const { startLocalCluster } = require('../../cluster/local-cluster')
-const { createAppServer } = require('../../appserver-lib')
+const { createAppServer } = require('../../appserver-lib/index.js')
 const { loadApp, prepareShared } = require('../../apps')
 const { startHaproxy } = require('./haproxy-process')
 const { InvalidArgumentError } = require('../../core/errors')

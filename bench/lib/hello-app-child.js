@@ -6,7 +6,7 @@
 // 'available', no controller; the parent pushes the assignment).
 const http = require('node:http')
 const express = require('express')
-const { createAppServer } = require('../../appserver-lib')
+const { createAppServer } = require('../../appserver-lib/index.js')
 const { jsonErrorHandler, listen } = require('../../core/http')
 const { NotFoundError } = require('../../core/errors')
 const { silent } = require('../../core/logger')

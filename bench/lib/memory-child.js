@@ -99,7 +99,7 @@ const handlers = {
   },
   async 'start-appserver' () {
     const express = require('express')
-    const { createAppServer } = require('../../appserver-lib')
+    const { createAppServer } = require('../../appserver-lib/index.js')
     const app = express.Router()
     app.get('/hello', (req, res) => res.json({ key: req.query.key, ok: true }))
     component = createAppServer({ id: 'app-0', app })

@@ -1,6 +1,6 @@
 'use strict'
 
-const { ShardGuard } = require('../../appserver-lib')
+const { ShardGuard } = require('../../appserver-lib/index.js')
 const { sliceKey, KEYSPACE_SIZE } = require('../../core/keyspace')
 
 const servers = { me: { url: 'http://127.0.0.1:1' }, other: { url: 'http://127.0.0.1:2' } }

@@ -3,7 +3,7 @@
 const http = require('node:http')
 const express = require('express')
 const { createController } = require('../../controller')
-const { createAppServer } = require('../../appserver-lib')
+const { createAppServer } = require('../../appserver-lib/index.js')
 const compute = require('../../apps/compute')
 const { SseHub, frame } = require('../../controller/dashboard/sse-hub')
 const { listen, close } = require('../../core/http')

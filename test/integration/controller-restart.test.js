@@ -3,7 +3,7 @@
 const { performance } = require('node:perf_hooks')
 const { createController } = require('../../controller')
 const { createFrontend } = require('../../frontend')
-const { createAppServer } = require('../../appserver-lib')
+const { createAppServer } = require('../../appserver-lib/index.js')
 const compute = require('../../apps/compute')
 const { pollUntil } = require('../../core/poll')
 const { call, runLimited } = require('../helpers/http')

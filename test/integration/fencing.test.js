@@ -3,7 +3,7 @@
 const { Pool } = require('undici')
 const { createController } = require('../../controller')
 const { createFrontend } = require('../../frontend')
-const { createAppServer } = require('../../appserver-lib')
+const { createAppServer } = require('../../appserver-lib/index.js')
 const { sliceKey } = require('../../core/keyspace')
 const { createRng } = require('../../loadgen/prng')
 const { createAdmissionLog, overlaps } = require('../helpers/admission-log')

@@ -2,7 +2,7 @@
 
 const express = require('express')
 const { createFrontend } = require('../../frontend')
-const { createAppServer } = require('../../appserver-lib')
+const { createAppServer } = require('../../appserver-lib/index.js')
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { call, putJson } = require('../helpers/http')
 

@@ -1,7 +1,7 @@
 'use strict'
 
 const { createController } = require('../../controller')
-const { createAppServer } = require('../../appserver-lib')
+const { createAppServer } = require('../../appserver-lib/index.js')
 const { startFrontendCluster } = require('../../frontend')
 const compute = require('../../apps/compute')
 const { sliceKey } = require('../../core/keyspace')

@@ -2,7 +2,7 @@
 
 const http = require('node:http')
 const { createController } = require('../../controller')
-const { createAppServer } = require('../../appserver-lib')
+const { createAppServer } = require('../../appserver-lib/index.js')
 const compute = require('../../apps/compute')
 const { KEYSPACE_SIZE, sliceKey } = require('../../core/keyspace')
 const { pollUntil } = require('../../core/poll')

@@ -2,7 +2,7 @@
 
 const { createController } = require('../../controller')
 const { createFrontend } = require('../../frontend')
-const { createAppServer } = require('../../appserver-lib')
+const { createAppServer } = require('../../appserver-lib/index.js')
 const compute = require('../../apps/compute')
 const { SliceMap } = require('../../core/slice-map')
 const { sliceKey } = require('../../core/keyspace')

@@ -3,7 +3,7 @@
 const { createController } = require('../../controller')
 const { getStrategy } = require('../../controller/strategies')
 const { createFrontend } = require('../../frontend')
-const { createAppServer } = require('../../appserver-lib')
+const { createAppServer } = require('../../appserver-lib/index.js')
 const compute = require('../../apps/compute')
 const { evenAssignment } = require('../../core/assignment')
 const { SliceMap } = require('../../core/slice-map')

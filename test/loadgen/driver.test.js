@@ -80,10 +80,11 @@ describe('run: open loop against a fast local server', () => {
     expect(arrivals.filter((a) => a.key.startsWith('a-'))).toHaveLength(100)
     expect(arrivals.filter((a) => a.key.startsWith('b-'))).toHaveLength(300)
     expect(arrivals.filter((a) => a.key.startsWith('c-'))).toHaveLength(200)
-    // Switch times relative to the first request (timer jitter on a busy machine allowed).
-    expect(first('b-') - t0).toBeGreaterThan(985)
+    // Switch times relative to the first request (timer jitter on a busy machine allowed:
+    // a late first arrival shortens the measured span, so the lower bounds are looser).
+    expect(first('b-') - t0).toBeGreaterThan(950)
     expect(first('b-') - t0).toBeLessThan(1100)
-    expect(first('c-') - t0).toBeGreaterThan(1985)
+    expect(first('c-') - t0).toBeGreaterThan(1950)
     expect(first('c-') - t0).toBeLessThan(2100)
     // No overlap: phase a is over before b starts, b before c.
     expect(last('a-')).toBeLessThanOrEqual(first('b-'))
