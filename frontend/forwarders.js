@@ -8,7 +8,7 @@ const axios = require('axios')
  * Two interchangeable upstream clients for the hot forwarding path. Both
  * implement one forwarding attempt:
  *
- *   attempt(origin, { method, path, headers, body }, res, extra, done(err, null | { misdirected: true, generation }))
+ *   attempt(origin, { method, path, headers, body }, res, extra, done(err, null | { misdirected: true, generation })) → handle
  *
  * `headers` is a flat [name, value, ...] list. On any answer but 421 the
  * response head goes straight to `res` (hop-by-hop headers dropped, `extra`
@@ -17,7 +17,8 @@ const axios = require('axios')
  * `done(null, { misdirected, generation })` lets the caller retry elsewhere.
  * A transport failure before the head is `done(err)` (err.code as undici
  * reports it); one after it destroys `res`. A callback, not a promise: the
- * common case allocates no promise at all.
+ * common case allocates no promise at all. The returned handle's `abort()`
+ * stops the upstream request (the client left).
  *
  * undici is the default: its `dispatch` with a handler object streams the
  * body chunk by chunk into `res` with no Readable in between, and passes the
@@ -116,10 +117,9 @@ class ForwardHandler {
   }
 }
 
-/** Call on the client response's 'close': stop an upstream answer nobody will read. */
-function abortUpstream (res) {
-  const h = res.chopperUpstream
-  if (h && !res.writableFinished && h.abort) h.abort()
+/** Call on the client response's 'close' with what `attempt` returned: stop an upstream answer nobody will read. */
+function abortUpstream (res, handle) {
+  if (handle && !res.writableFinished && handle.abort) handle.abort()
 }
 
 class UndiciForwarder {
@@ -145,8 +145,8 @@ class UndiciForwarder {
 
   attempt (origin, request, res, extra, done) {
     const handler = new ForwardHandler(res, extra, done)
-    res.chopperUpstream = handler // so a client that leaves aborts the upstream request
     this.#pool(origin).dispatch(request, handler)
+    return handler // its abort() stops the upstream request when the client leaves
   }
 
   /** Drop the pool of a server that left the assignment. */
@@ -180,10 +180,12 @@ class AxiosForwarder {
   }
 
   attempt (origin, request, res, extra, done) {
-    this.#attempt(origin, request, res, extra).then((outcome) => done(null, outcome), done)
+    const handle = { abort: null }
+    this.#attempt(origin, request, res, extra, handle).then((outcome) => done(null, outcome), done)
+    return handle
   }
 
-  async #attempt (origin, { method, path, headers, body }, res, extra) {
+  async #attempt (origin, { method, path, headers, body }, res, extra, handle) {
     const object = {}
     for (let i = 0; i < headers.length; i += 2) object[headers[i]] = headers[i + 1]
     let upstream
@@ -206,7 +208,7 @@ class AxiosForwarder {
     }
     res.writeHead(upstream.status, appendResponseHeaders(raw, []).concat(extra))
     stream.once('error', (err) => res.destroy(err))
-    res.chopperUpstream = { abort: () => stream.destroy() }
+    handle.abort = () => stream.destroy()
     stream.pipe(res)
     return null
   }

@@ -97,27 +97,27 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
     return c
   }
 
-  function fail (req, res, err) {
+  function fail (req, res, state, err) {
     const body = toHttpBody(err)
     const status = statusOf(err)
     metrics.errors.inc({ code: body.error.code })
     if (status >= 500) logger.warn({ err: { code: err.code, message: err.message }, path: req.url }, 'request failed')
     if (res.headersSent) return res.destroy()
-    res.chopperError = true
+    state.failed = true
     const text = JSON.stringify(body)
     res.writeHead(status, ['content-type', 'application/json; charset=utf-8', 'content-length', String(Buffer.byteLength(text))])
     res.end(text)
   }
 
-  const attemptAsync = (origin, request, res, extra) => new Promise((resolve, reject) => {
-    forwarder.attempt(origin, request, res, extra, (err, outcome) => (err ? reject(err) : resolve(outcome)))
+  const attemptAsync = (origin, request, res, extra, state) => new Promise((resolve, reject) => {
+    state.upstream = forwarder.attempt(origin, request, res, extra, (err, outcome) => (err ? reject(err) : resolve(outcome)))
   })
 
   /**
    * The general path: no map yet, a body to buffer, or a first attempt that
    * met a 421 or a transport error (`first`: its result). Retries and holds.
    */
-  async function forward (req, res, appKey, key, first) {
+  async function forward (req, res, state, appKey, key, first) {
     if (!table.map) await table.refresh()
     if (!table.map) throw new NoAssignmentError('no slice assignment yet: the controller has not pushed one')
 
@@ -147,7 +147,7 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
           origin = map.urlOf(owner)
           generation = map.generation
           outcome = await attemptAsync(origin, { method: req.method, path: req.url, headers: forwardHeaders(req, generation), body }, res,
-            ['x-served-by', owner, 'x-chopper-generation', String(generation)])
+            ['x-served-by', owner, 'x-chopper-generation', String(generation)], state)
         }
       } catch (err) {
         if (CLIENT_FAULT_CODES.has(err.code)) throw new InvalidArgumentError(`request cannot be forwarded: ${err.message}`, { cause: err })
@@ -210,33 +210,32 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
     return h
   }
 
-  // One shared listener, not a closure per request ('this' is the response).
-  function onResponseClose () {
-    abortUpstream(this)
-    if (this.chopperError || !this.headersSent) return // errors are counted by code in fail()
-    requestsFor(this.statusCode).inc()
-    metrics.duration.observe((performance.now() - this.chopperStarted) / 1e3)
-  }
-
   return function proxy (req, res) {
-    res.chopperStarted = performance.now()
-    res.once('close', onResponseClose)
+    // Per-request state in a closure, not properties added to `res`: new
+    // properties on Node's own response objects cost more in its http code.
+    const state = { started: performance.now(), upstream: null, failed: false }
+    res.once('close', () => {
+      abortUpstream(res, state.upstream)
+      if (state.failed || !res.headersSent) return // errors are counted by code in fail()
+      requestsFor(res.statusCode).inc()
+      metrics.duration.observe((performance.now() - state.started) / 1e3)
+    })
     const appKey = keyFrom(req)
-    if (appKey === undefined) return fail(req, res, new MissingKeyError('missing key: pass ?key=K or an X-Chopper-Key header'))
+    if (appKey === undefined) return fail(req, res, state, new MissingKeyError('missing key: pass ?key=K or an X-Chopper-Key header'))
     const key = sliceKey(appKey)
     const map = table.map
     if (map === null || hasBody(req)) {
-      forward(req, res, appKey, key).catch((err) => fail(req, res, err))
+      forward(req, res, state, appKey, key).catch((err) => fail(req, res, state, err))
       return
     }
     // The common case, with no promise: one attempt on the owner the map names.
     const owner = map.ownerOf(key)
     const origin = map.urlOf(owner)
     const generation = map.generation
-    forwarder.attempt(origin, { method: req.method, path: req.url, headers: forwardHeaders(req, generation), body: null }, res,
+    state.upstream = forwarder.attempt(origin, { method: req.method, path: req.url, headers: forwardHeaders(req, generation), body: null }, res,
       responseHeadersFor(map, owner), (err, outcome) => {
         if (!err && outcome === null) return
-        forward(req, res, appKey, key, { err, outcome, owner, origin, generation }).catch((e) => fail(req, res, e))
+        forward(req, res, state, appKey, key, { err, outcome, owner, origin, generation }).catch((e) => fail(req, res, state, e))
       })
   }
 }
