@@ -7,6 +7,10 @@
  * Prints the median (and min/max) wall time per round over several runs.
  *
  *   node bench/strategy-round.js [--servers 1000] [--slices 100] [--runs 9] [--seed 1] [--max-slices N]
+ *   node bench/strategy-round.js --servers 10000 --runs 5   # the 10,000-server scale (1,000,000 slices)
+ *
+ * Targets (issue 14): <= 100 ms per round at 1,000 servers, <= 2 s at 10,000.
+ * Figures before and after the columnar rewrite: docs/algorithm.md, "Performance".
  *
  * --max-slices defaults to the strategy's default (65,536), which is below the
  * 100,000 slices of the default input, so that round splits nothing; pass

@@ -3,6 +3,7 @@
 
 const { createCliLogger, FORMATS } = require('../cli/logger')
 const { startLocalCluster, defaults } = require('../cluster/local-cluster')
+const { strategies } = require('../controller/strategies')
 const { parseFlags, onShutdown } = require('../cli/args')
 const { readEnv } = require('../core/settings')
 
@@ -13,7 +14,7 @@ Runs a local Chopper cluster: a controller, app servers and front ends on 127.0.
   --app compute|kv-cache           app hosted by the app servers (default ${defaults.app})
   --frontends N                    front ends (default ${defaults.frontends})
   --servers N                      app servers (default ${defaults.servers})
-  --strategy chopper|consistent-hash  balancing strategy (default ${defaults.strategy})
+  --strategy NAME                  ${Object.keys(strategies).join(', ')} (default ${defaults.strategy})
   --period MS                      balancing period in ms (default ${defaults.periodMs})
   --port P                         first front end's port; the rest follow (default ${defaults.port})
   --workers N                      processes per front end, sharing its port via node:cluster (default ${defaults.frontendWorkers})
@@ -37,7 +38,7 @@ async function main () {
       help: { type: 'boolean', short: 'h' }
     },
     integers: ['frontends', 'servers', 'period', 'port', 'workers'],
-    choices: { app: ['compute', 'kv-cache'], strategy: ['chopper', 'consistent-hash'], 'log-format': FORMATS }
+    choices: { app: ['compute', 'kv-cache'], strategy: Object.keys(strategies), 'log-format': FORMATS }
   })
   if (error) {
     process.stderr.write(`error: ${error}\n\n${USAGE}`)

@@ -317,13 +317,13 @@ variable "app" {
 }
 
 variable "strategy" {
-  description = "Balancing strategy the controller runs: chopper (paper section 5.2) or consistent-hash (the paper's baseline)."
+  description = "Balancing strategy the controller runs: chopper (paper section 5.2), consistent-hash (the paper's baseline), bounded-consistent-hash, neighbour-offload or slicer-weighted (docs/algorithm.md)."
   type        = string
   default     = "chopper"
 
   validation {
-    condition     = contains(["chopper", "consistent-hash"], var.strategy)
-    error_message = "The strategy must be one of chopper, consistent-hash."
+    condition     = contains(["chopper", "consistent-hash", "bounded-consistent-hash", "neighbour-offload", "slicer-weighted"], var.strategy)
+    error_message = "The strategy must be one of chopper, consistent-hash, bounded-consistent-hash, neighbour-offload, slicer-weighted."
   }
 }
 

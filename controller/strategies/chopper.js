@@ -4,10 +4,11 @@ const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const {
   validateAssignment, evenAssignment, cloneAssignment, keyChurn, serverLoads, imbalance
 } = require('../../core/assignment')
+const { indexServers, frozenFlags, toColumns, serversOf } = require('./columns')
 const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange, resolveInputs } = require('./inputs')
-const { mergePhase } = require('./merge')
-const { movePhase } = require('./move')
-const { splitPhase } = require('./split')
+const { mergeColumns } = require('./merge')
+const { moveColumns } = require('./move')
+const { splitColumns } = require('./split')
 
 /**
  * The Chopper balancing strategy (paper 5.2): one round runs merge, move and
@@ -56,11 +57,16 @@ function initial (servers, opts) {
 /**
  * Imbalance over the servers whose load is known: a frozen server's figure is
  * a stale guess (or a failed collection's 0), not a measurement.
+ * Same figure as `imbalance(serverLoads(...))` without the known servers,
+ * computed from columns: per-server loads summed in key order, then handed to
+ * `imbalance` in sorted id order (the order the cloned servers object had).
  */
-function knownImbalance (a, load, frozen) {
-  const perServer = serverLoads(a, load)
-  for (const id of frozen) delete perServer[id]
-  return imbalance(perServer)
+function knownImbalance (c, index, frozen) {
+  const perServer = new Float64Array(index.ids.length)
+  for (let i = 0; i < c.n; i++) perServer[c.owner[i]] += c.load[i]
+  const known = {}
+  index.ids.forEach((id, s) => { if (!frozen[s]) known[id] = perServer[s] })
+  return imbalance(known)
 }
 
 /**
@@ -84,40 +90,40 @@ function chopperRound (assignment, loads, opts, inputs) {
   const o = options(opts)
   validateAssignment(assignment)
   const load = toLoads(loads, assignment.slices.length)
-  const { unknownServers: frozen } = resolveInputs(assignment, inputs)
-  const base = cloneAssignment(assignment)
-  const ids = Object.keys(base.servers) // cloneAssignment sorts them
-  const frozenIds = ids.filter((id) => frozen.has(id))
-  const before = knownImbalance(base, load, frozen)
+  const { unknownServers } = resolveInputs(assignment, inputs)
+  // The phases work on columns (./columns.js), not objects: at a million
+  // slices, allocating objects per phase was most of the round's time.
+  const index = indexServers(Object.keys(assignment.servers))
+  const frozen = frozenFlags(index, unknownServers)
+  const frozenIds = index.ids.filter((id, s) => frozen[s])
+  const cols = toColumns(assignment.slices, index, load)
+  const before = knownImbalance(cols, index, frozen)
 
   let total = 0
-  base.slices.forEach((s, i) => { if (!frozen.has(s.servers[0])) total += load[i] })
+  for (let i = 0; i < cols.n; i++) if (!frozen[cols.owner[i]]) total += load[i]
   if (total === 0) {
     // idle period (or every server frozen): no signal, so no change (and nothing
     // to merge or split against). Only known slices count: stale loads are no signal.
     const churn = { merge: 0, move: 0, total: 0 }
-    return { assignment: base, loads: load, churn, ops: [], imbalance: { before, after: before }, moveStop: null, frozen: frozenIds }
+    return { assignment: cloneAssignment(assignment), loads: load, churn, ops: [], imbalance: { before, after: before }, moveStop: null, frozen: frozenIds }
   }
 
-  const working = base.slices.map((s, i) => ({ start: s.start, end: s.end, servers: s.servers, load: load[i] }))
-  const merged = mergePhase(working, ids, o.mergeChurnLimit * KEYSPACE_SIZE, frozen)
-  const moved = movePhase(merged.slices, ids, {
+  const merged = mergeColumns(cols, index.ids, index.ids.length, o.mergeChurnLimit * KEYSPACE_SIZE, frozen)
+  const moved = moveColumns(merged.cols, index.ids, {
     ratio: o.moveRatio, churnLimit: o.moveChurnLimit * KEYSPACE_SIZE, skipOverBudget: o.skipOverBudgetSlices, frozen
   })
-  const split = splitPhase(moved.slices, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength, frozen })
+  const split = splitColumns(merged.cols, index.ids, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength, frozen })
 
-  const next = {
-    generation: base.generation,
-    slices: split.slices.map((s) => ({ start: s.start, end: s.end, servers: s.servers })),
-    servers: base.servers
-  }
-  const nextLoads = Float64Array.from(split.slices, (s) => s.load)
+  const c = split.cols
+  const slices = new Array(c.n)
+  for (let i = 0; i < c.n; i++) slices[i] = { start: c.start[i], end: c.end[i], servers: serversOf(c, i, index, assignment.slices) }
+  const next = { generation: assignment.generation, slices, servers: cloneAssignment({ slices: [], servers: assignment.servers }).servers }
   return {
     assignment: next,
-    loads: nextLoads,
+    loads: c.load.slice(),
     churn: { merge: merged.churn, move: moved.churn, total: keyChurn(assignment, next) },
     ops: [...merged.ops, ...moved.ops, ...split.ops],
-    imbalance: { before, after: knownImbalance(next, nextLoads, frozen) },
+    imbalance: { before, after: knownImbalance(c, index, frozen) },
     moveStop: moved.stop,
     frozen: frozenIds
   }

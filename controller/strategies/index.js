@@ -3,6 +3,9 @@
 const { InvalidArgumentError } = require('../../core/errors')
 const chopper = require('./chopper')
 const consistentHash = require('./consistent-hash')
+const boundedConsistentHash = require('./bounded-consistent-hash')
+const neighbourOffload = require('./neighbour-offload')
+const slicerWeighted = require('./slicer-weighted')
 
 /**
  * Balancing strategies by name. Each is a set of pure functions:
@@ -10,7 +13,10 @@ const consistentHash = require('./consistent-hash')
  */
 const strategies = Object.freeze({
   [chopper.name]: chopper,
-  [consistentHash.name]: consistentHash
+  [consistentHash.name]: consistentHash,
+  [boundedConsistentHash.name]: boundedConsistentHash,
+  [neighbourOffload.name]: neighbourOffload,
+  [slicerWeighted.name]: slicerWeighted
 })
 
 /**

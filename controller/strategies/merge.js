@@ -25,59 +25,118 @@
  * with unknown load".
  */
 
-/** A run of adjacent slices being considered for one merge. */
-class Run {
-  constructor (first, ownedCount) {
-    this.ownedCount = ownedCount // slices per primary owner in the whole assignment
-    this.slices = [first]
-    this.load = first.load
-    this.length = first.end - first.start
-    const owner = first.servers[0]
-    this.keys = new Map([[owner, this.length]]) // key-range length per owner inside the run
-    this.count = new Map([[owner, 1]]) // slices per owner inside the run
-    this.keeper = owner
-    this.keeperKeys = this.length
-    // owners whose every slice is inside the run: only the keeper may be one
-    this.exhausted = ownedCount.get(owner) === 1 ? new Set([owner]) : new Set()
-  }
+const { Columns, indexServers, frozenFlags, toColumns, toWorking } = require('./columns')
 
-  /** Key-range length that changes owner if the run is merged now. */
-  get churn () {
-    return this.length - this.keeperKeys
+/**
+ * The merge phase on columns (./columns.js), as the round runs it.
+ * @param {Columns} c slices in key order (not mutated)
+ * @param {string[]} ids server ids, sorted (owner indices refer to them)
+ * @param {number} minSlices the slice count never drops below this (rule 3)
+ * @param {number} churnLimit merge budget, in keys
+ * @param {Uint8Array} frozen per server index: 1 = its slices take no part
+ * @returns {{ cols: Columns, churn: number, ops: object[] }}
+ */
+function mergeColumns (c, ids, minSlices, churnLimit, frozen) {
+  const { n, start, end, owner, load } = c
+  let total = 0
+  let counted = 0
+  for (let i = 0; i < n; i++) {
+    if (frozen[owner[i]]) continue
+    total += load[i]
+    counted++
   }
+  // mean slice load before any merge, over the slices whose loads are known;
+  // with none, 0: loads are >= 0, so nothing is strictly below it
+  const threshold = counted > 0 ? total / counted : 0
+  const ownedCount = new Int32Array(ids.length) // slices per primary owner in the whole assignment
+  for (let i = 0; i < n; i++) ownedCount[owner[i]]++
 
-  /**
-   * What the run would look like with slice `s` appended, or null if that
-   * would leave a server without slices. Commit with `add(trial)`.
-   */
-  tryAdd (s) {
-    const owner = s.servers[0]
-    const len = s.end - s.start
-    const keys = (this.keys.get(owner) || 0) + len
-    const count = (this.count.get(owner) || 0) + 1
-    let keeper = this.keeper
-    let keeperKeys = this.keeperKeys
-    if (owner === keeper) keeperKeys = keys
-    else if (keys > keeperKeys || (keys === keeperKeys && owner < keeper)) {
-      keeper = owner
-      keeperKeys = keys
+  // The run being grown, per owner: key-range length and slice count inside
+  // it. Indexed by server and reset after each run through `touched`, so a
+  // run costs O(its length), not O(servers).
+  const runKeys = new Float64Array(ids.length)
+  const runCount = new Int32Array(ids.length)
+  const touched = []
+
+  const out = new Columns(n)
+  let k = 0 // slices written to out
+  let sliceCount = n
+  let churn = 0
+  const ops = []
+  let i = 0
+  while (i < n) {
+    if (i + 1 === n || frozen[owner[i]] || frozen[owner[i + 1]] || !(load[i] + load[i + 1] < threshold)) {
+      out.copyFrom(c, i++, k++) // cannot start a run: skip the bookkeeping
+      continue
     }
-    const ownerExhausted = count === this.ownedCount.get(owner)
-    for (const id of this.exhausted) if (id !== keeper) return null
-    if (ownerExhausted && owner !== keeper) return null
-    return { s, owner, len, keys, count, keeper, keeperKeys, ownerExhausted, churn: this.length + len - keeperKeys }
+    const first = owner[i]
+    let slices = 1
+    let runLoad = load[i]
+    let length = end[i] - start[i]
+    runKeys[first] = length
+    runCount[first] = 1
+    touched.push(first)
+    // the keeper owns the largest share of the run's keys (ties: lower id), so
+    // `length - keeperKeys` keys change owner when the run is merged (rule 1)
+    let keeper = first
+    let keeperKeys = length
+    // The owner whose every slice is inside the run, or -1. Merging would
+    // leave it with none unless it keeps the run (rule 3); since a run that
+    // would break this is refused, there is at most one, and it is the keeper.
+    let exhausted = ownedCount[first] === 1 ? first : -1
+    let j = i + 1
+    // appending slice j removes one more slice from the total
+    while (j < n && sliceCount - slices >= minSlices) {
+      const o = owner[j]
+      if (frozen[o] || !(runLoad + load[j] < threshold)) break
+      const len = end[j] - start[j]
+      const keys = runKeys[o] + len
+      const count = runCount[o] + 1
+      let nextKeeper = keeper
+      let nextKeeperKeys = keeperKeys
+      if (o === keeper) nextKeeperKeys = keys
+      else if (keys > keeperKeys || (keys === keeperKeys && o < keeper)) {
+        nextKeeper = o
+        nextKeeperKeys = keys
+      }
+      const ownerExhausted = count === ownedCount[o]
+      if (exhausted !== -1 && exhausted !== nextKeeper) break
+      if (ownerExhausted && o !== nextKeeper) break
+      if (churn + (length + len - nextKeeperKeys) > churnLimit) break
+      if (runCount[o] === 0) touched.push(o)
+      runKeys[o] = keys
+      runCount[o] = count
+      runLoad += load[j]
+      length += len
+      keeper = nextKeeper
+      keeperKeys = nextKeeperKeys
+      if (ownerExhausted) exhausted = o
+      slices++
+      j++
+    }
+    if (slices === 1) {
+      out.copyFrom(c, i, k++)
+    } else {
+      const runChurn = length - keeperKeys
+      out.start[k] = start[i]
+      out.end[k] = end[j - 1]
+      out.owner[k] = keeper
+      out.load[k] = runLoad
+      out.src[k++] = -1 // the merged slice's replica list is just its keeper
+      for (const o of touched) ownedCount[o] -= runCount[o]
+      ownedCount[keeper]++
+      sliceCount -= slices - 1
+      churn += runChurn
+      ops.push({ op: 'merge', start: start[i], end: end[j - 1], server: ids[keeper], slices, load: runLoad, churn: runChurn })
+    }
+    for (const o of touched) {
+      runKeys[o] = 0
+      runCount[o] = 0
+    }
+    touched.length = 0
+    i = j
   }
-
-  add (t) {
-    this.slices.push(t.s)
-    this.load += t.s.load
-    this.length += t.len
-    this.keys.set(t.owner, t.keys)
-    this.count.set(t.owner, t.count)
-    this.keeper = t.keeper
-    this.keeperKeys = t.keeperKeys
-    if (t.ownerExhausted) this.exhausted.add(t.owner)
-  }
+  return { cols: out.truncate(k), churn, ops }
 }
 
 /**
@@ -88,64 +147,13 @@ class Run {
  * @returns {{ slices: object[], churn: number, ops: object[] }}
  */
 function mergePhase (slices, serverIds, churnLimit, frozen = new Set()) {
-  const n = slices.length
-  const mergeable = (s) => !frozen.has(s.servers[0])
-  let total = 0
-  let counted = 0
-  for (const s of slices) {
-    if (!mergeable(s)) continue
-    total += s.load
-    counted++
-  }
-  // mean slice load before any merge, over the slices whose loads are known;
-  // with none, 0: loads are >= 0, so nothing is strictly below it
-  const threshold = counted > 0 ? total / counted : 0
-  const ownedCount = new Map(serverIds.map((id) => [id, 0]))
-  for (const s of slices) ownedCount.set(s.servers[0], ownedCount.get(s.servers[0]) + 1)
-
-  const minSlices = serverIds.length
-  let sliceCount = n
-  let churn = 0
-  const out = []
-  const ops = []
-  let i = 0
-  while (i < n) {
-    if (i + 1 === n || !mergeable(slices[i]) || !mergeable(slices[i + 1]) ||
-      !(slices[i].load + slices[i + 1].load < threshold)) {
-      out.push(copySlice(slices[i])) // cannot start a run: skip the bookkeeping
-      i++
-      continue
-    }
-    const run = new Run(slices[i], ownedCount)
-    let j = i + 1
-    // appending slices[j] removes one more slice from the total
-    while (j < n && sliceCount - run.slices.length >= minSlices) {
-      const s = slices[j]
-      if (!mergeable(s) || !(run.load + s.load < threshold)) break
-      const trial = run.tryAdd(s)
-      if (trial === null || churn + trial.churn > churnLimit) break
-      run.add(trial)
-      j++
-    }
-    if (run.slices.length === 1) {
-      out.push(copySlice(slices[i]))
-    } else {
-      const first = run.slices[0]
-      const last = run.slices[run.slices.length - 1]
-      out.push({ start: first.start, end: last.end, servers: [run.keeper], load: run.load })
-      for (const [id, c] of run.count) ownedCount.set(id, ownedCount.get(id) - c)
-      ownedCount.set(run.keeper, ownedCount.get(run.keeper) + 1)
-      sliceCount -= run.slices.length - 1
-      churn += run.churn
-      ops.push({ op: 'merge', start: first.start, end: last.end, server: run.keeper, slices: run.slices.length, load: run.load, churn: run.churn })
-    }
-    i = j
-  }
-  return { slices: out, churn, ops }
+  const index = indexServers(serverIds)
+  const r = mergeColumns(toColumns(slices, index), index.ids, serverIds.length, churnLimit, frozenFlags(index, frozen))
+  return { slices: toWorking(r.cols, index, slices), churn: r.churn, ops: r.ops }
 }
 
 function copySlice (s) {
   return { start: s.start, end: s.end, servers: s.servers.slice(), load: s.load }
 }
 
-module.exports = { mergePhase, copySlice }
+module.exports = { mergePhase, mergeColumns, copySlice }

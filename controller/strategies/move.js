@@ -1,6 +1,6 @@
 'use strict'
 
-const { copySlice } = require('./merge')
+const { indexServers, frozenFlags, toColumns, toWorking } = require('./columns')
 
 /**
  * Chopper's move phase (paper 5.2.3): move slices from hot servers to the
@@ -61,6 +61,167 @@ function raisesImbalance (serverLoad, from, to, amount) {
 }
 
 /**
+ * Servers kept sorted by a total order while their loads change. The round
+ * changes two servers per move, so instead of re-sorting every server on
+ * every move (O(servers) or worse per move, quadratic over a round at 10,000
+ * servers) each changed server is taken out and put back by binary search.
+ */
+class SortedServers {
+  /**
+   * @param {number[]} members server indices
+   * @param {function(number, number): number} cmp total order (ties end on the index)
+   */
+  constructor (members, cmp) {
+    this.cmp = cmp
+    this.a = Int32Array.from(members).sort(cmp)
+    this.size = this.a.length
+  }
+
+  /** First position whose server does not come before `x` in the order. */
+  lowerBound (x) {
+    let lo = 0
+    let hi = this.size
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (this.cmp(this.a[mid], x) < 0) lo = mid + 1
+      else hi = mid
+    }
+    return lo
+  }
+
+  /** Call before changing `x`'s sort key (the order must still hold). */
+  remove (x) {
+    const p = this.lowerBound(x)
+    this.a.copyWithin(p, p + 1, this.size)
+    this.size--
+  }
+
+  /** Call after changing `x`'s sort key. */
+  insert (x) {
+    const p = this.lowerBound(x)
+    this.a.copyWithin(p + 1, p, this.size)
+    this.a[p] = x
+    this.size++
+  }
+}
+
+/**
+ * The move phase on columns (./columns.js), as the round runs it. Moves
+ * change owners in place: `c.owner[i]` and `c.src[i]` (-1: replica list is
+ * just the new owner).
+ * @param {import('./columns').Columns} c slices in key order (mutated)
+ * @param {string[]} ids server ids, sorted (owner indices refer to them)
+ * @param {{ratio:number, churnLimit:number, skipOverBudget:boolean, frozen:Uint8Array}} limits
+ * @returns {{ churn: number, ops: object[], stop: string }}
+ */
+function moveColumns (c, ids, { ratio, churnLimit, skipOverBudget, frozen }) {
+  const { n, start, end, owner, load: sliceLoad } = c
+  const m = ids.length
+  const members = [] // every server that takes part, in id order
+  for (let s = 0; s < m; s++) if (!frozen[s]) members.push(s)
+  // with no server to take part there is nothing to compare: same as an idle period
+  if (members.length === 0) return { churn: 0, ops: [], stop: 'idle' }
+
+  const load = new Float64Array(m)
+  const keys = new Float64Array(m)
+  const receiver = new Uint8Array(m)
+  // Each server's slices, hottest first (ties: lower start), as one flat
+  // array: server s's list is list[offset[s] .. offset[s] + length[s]).
+  const length = new Int32Array(m)
+  for (let i = 0; i < n; i++) {
+    const o = owner[i]
+    if (frozen[o]) continue // a frozen server's slice: in no list, so it never moves
+    load[o] += sliceLoad[i] // summed in key order, as the rules' figures are
+    keys[o] += end[i] - start[i]
+    length[o]++
+  }
+  const offset = new Int32Array(m + 1)
+  for (let s = 0; s < m; s++) offset[s + 1] = offset[s] + length[s]
+  const list = new Int32Array(offset[m])
+  const fill = offset.slice(0, m)
+  for (let i = 0; i < n; i++) if (!frozen[owner[i]]) list[fill[owner[i]]++] = i
+  // Sorted lazily, the first time a server is looked at as a donor: most
+  // servers never are (the scan stops at the first donor no hotter than the
+  // coolest), and sorting all of them was a tenth of a 10,000-server round.
+  const hotterSlice = (a, b) => sliceLoad[b] - sliceLoad[a] || start[a] - start[b]
+  const sorted = new Uint8Array(m)
+  const sortList = (s) => {
+    list.subarray(offset[s], offset[s] + length[s]).sort(hotterSlice)
+    sorted[s] = 1
+  }
+
+  // load - load is 0 only for equal loads (finite doubles), so these are total orders
+  const byHeat = new SortedServers(members, (a, b) => load[b] - load[a] || a - b)
+  const byCool = new SortedServers(members, (a, b) => load[a] - load[b] || keys[a] - keys[b] || a - b)
+  const widest = skipOverBudget ? churnLimit : Infinity
+
+  // The first acceptable (donor, slice position), scanning donors hottest first.
+  function chooseMove (coolest, maxLoad) {
+    for (let p = 0; p < byHeat.size; p++) {
+      const donor = byHeat.a[p]
+      if (load[donor] <= load[coolest]) break // no hotter donor left
+      if (donor === coolest || receiver[donor] || length[donor] < 2) continue
+      if (!sorted[donor]) sortList(donor)
+      // slices are sorted hottest first, so "receiver would end hotter than the
+      // donor was" holds for a prefix: binary-search past it
+      const base = offset[donor]
+      let lo = 0
+      let hi = length[donor]
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1
+        if (load[coolest] + sliceLoad[list[base + mid]] > load[donor]) lo = mid + 1
+        else hi = mid
+      }
+      for (let k = lo; k < length[donor]; k++) {
+        const i = list[base + k]
+        const amount = sliceLoad[i]
+        if (amount <= 0) break // the rest are idle slices
+        if (end[i] - start[i] > widest) continue // could never move, whatever budget is left
+        // raisesImbalance(load, donor, coolest, amount) in O(1): the donor only
+        // cools, so the max grows exactly when the receiver passes it
+        if (load[coolest] + amount > maxLoad) continue
+        return { donor, position: k }
+      }
+    }
+    return null
+  }
+
+  let churn = 0
+  let stop = 'max-moves'
+  const ops = []
+  for (let iteration = 0; iteration <= n; iteration++) {
+    const hottest = byHeat.a[0]
+    const coolest = byCool.a[0]
+    if (load[hottest] === 0) { stop = 'idle'; break }
+    if (load[coolest] > 0 && load[hottest] / load[coolest] < ratio) { stop = 'ratio'; break }
+
+    const pick = chooseMove(coolest, load[hottest])
+    if (pick === null) { stop = 'no-candidate'; break }
+    const { donor, position } = pick
+    const base = offset[donor]
+    const i = list[base + position]
+    const len = end[i] - start[i]
+    if (churn + len > churnLimit) { stop = 'churn-limit'; break }
+
+    list.copyWithin(base + position, base + position + 1, base + length[donor])
+    length[donor]--
+    // receivers never donate, so the receiver's list is not kept
+    for (const s of [donor, coolest]) { byHeat.remove(s); byCool.remove(s) }
+    load[donor] -= sliceLoad[i]
+    keys[donor] -= len
+    load[coolest] += sliceLoad[i]
+    keys[coolest] += len
+    for (const s of [donor, coolest]) { byHeat.insert(s); byCool.insert(s) }
+    receiver[coolest] = 1
+    owner[i] = coolest
+    c.src[i] = -1
+    churn += len
+    ops.push({ op: 'move', start: start[i], end: end[i], from: ids[donor], to: ids[coolest], load: sliceLoad[i], churn: len })
+  }
+  return { churn, ops, stop }
+}
+
+/**
  * @param {Array<{start:number,end:number,servers:string[],load:number}>} slices in key order
  * @param {string[]} serverIds every server of the assignment, sorted
  * @param {{ratio:number, churnLimit:number, skipOverBudget?:boolean, frozen?:Set<string>}} limits
@@ -68,89 +229,10 @@ function raisesImbalance (serverLoad, from, to, amount) {
  * @returns {{ slices: object[], churn: number, ops: object[], stop: string }}
  */
 function movePhase (slices, serverIds, { ratio, churnLimit, skipOverBudget = true, frozen = new Set() }) {
-  const out = slices.map(copySlice)
-  const servers = serverIds
-    .filter((id) => !frozen.has(id))
-    .map((id, index) => ({ id, index, load: 0, keys: 0, list: [], receiver: false }))
-  // with no server to take part there is nothing to compare: same as an idle period
-  if (servers.length === 0) return { slices: out, churn: 0, ops: [], stop: 'idle' }
-  const byId = new Map(servers.map((s) => [s.id, s]))
-  out.forEach((s, i) => {
-    const owner = byId.get(s.servers[0])
-    if (owner === undefined) return // a frozen server's slice: in no list, so it never moves
-    owner.load += s.load
-    owner.keys += s.end - s.start
-    owner.list.push(i)
-  })
-  const hotterSlice = (a, b) => out[b].load - out[a].load || out[a].start - out[b].start
-  for (const s of servers) s.list.sort(hotterSlice)
-  const loadOf = Float64Array.from(servers, (s) => s.load) // kept in step with servers[i].load
-  const hotterServer = (a, b) => b.load - a.load || (a.id < b.id ? -1 : 1)
-  const coolerServer = (a, b) => a.load - b.load || a.keys - b.keys || (a.id < b.id ? -1 : 1)
-
-  let churn = 0
-  let stop = 'max-moves'
-  const ops = []
-  // one move changes two servers, so re-sorting this array (TimSort) is near linear
-  const ordered = servers.slice()
-  for (let iteration = 0; iteration <= out.length; iteration++) {
-    ordered.sort(hotterServer)
-    const hottest = ordered[0]
-    let coolest = servers[0]
-    for (const s of servers) if (coolerServer(s, coolest) < 0) coolest = s
-    if (hottest.load === 0) { stop = 'idle'; break }
-    if (coolest.load > 0 && hottest.load / coolest.load < ratio) { stop = 'ratio'; break }
-
-    const pick = chooseMove(out, ordered, coolest, loadOf, skipOverBudget ? churnLimit : Infinity)
-    if (pick === null) { stop = 'no-candidate'; break }
-    const { donor, position } = pick
-    const index = donor.list[position]
-    const slice = out[index]
-    const len = slice.end - slice.start
-    if (churn + len > churnLimit) { stop = 'churn-limit'; break }
-
-    donor.list.splice(position, 1)
-    donor.load -= slice.load
-    donor.keys -= len
-    coolest.load += slice.load
-    coolest.keys += len
-    coolest.list.push(index) // receivers never donate, so its order no longer matters
-    coolest.receiver = true
-    loadOf[donor.index] = donor.load
-    loadOf[coolest.index] = coolest.load
-    slice.servers = [coolest.id]
-    churn += len
-    ops.push({ op: 'move', start: slice.start, end: slice.end, from: donor.id, to: coolest.id, load: slice.load, churn: len })
-  }
-  return { slices: out, churn, ops, stop }
+  const index = indexServers(serverIds)
+  const c = toColumns(slices, index)
+  const r = moveColumns(c, index.ids, { ratio, churnLimit, skipOverBudget, frozen: frozenFlags(index, frozen) })
+  return { slices: toWorking(c, index, slices), churn: r.churn, ops: r.ops, stop: r.stop }
 }
 
-/** The first acceptable (donor, slice position), scanning donors hottest first. */
-function chooseMove (slices, ordered, coolest, loadOf, widest) {
-  for (const donor of ordered) {
-    if (donor.load <= coolest.load) break // no hotter donor left
-    if (donor === coolest || donor.receiver || donor.list.length < 2) continue
-    // slices are sorted hottest first, so "receiver would end hotter than the
-    // donor was" holds for a prefix: binary-search past it
-    const list = donor.list
-    const tooHot = (k) => coolest.load + slices[list[k]].load > donor.load
-    let lo = 0
-    let hi = list.length
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1
-      if (tooHot(mid)) lo = mid + 1
-      else hi = mid
-    }
-    for (let k = lo; k < list.length; k++) {
-      const amount = slices[list[k]].load
-      if (amount <= 0) break // the rest are idle slices
-      const s = slices[list[k]]
-      if (s.end - s.start > widest) continue // could never move, whatever budget is left
-      if (raisesImbalance(loadOf, donor.index, coolest.index, amount)) continue
-      return { donor, position: k }
-    }
-  }
-  return null
-}
-
-module.exports = { movePhase, raisesImbalance }
+module.exports = { movePhase, moveColumns, raisesImbalance }

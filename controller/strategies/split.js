@@ -1,6 +1,6 @@
 'use strict'
 
-const { copySlice } = require('./merge')
+const { Columns, indexServers, frozenFlags, toColumns, toWorking } = require('./columns')
 
 /**
  * Chopper's split phase (paper 5.2.4): every slice whose load is above the
@@ -23,45 +23,65 @@ const { copySlice } = require('./merge')
  */
 
 /**
+ * The split phase on columns (./columns.js), as the round runs it.
+ * @param {Columns} c slices in key order (not mutated)
+ * @param {string[]} ids server ids, sorted (owner indices refer to them)
+ * @param {{maxSlices:number, minSliceLength:number, frozen:Uint8Array}} limits
+ * @returns {{ cols: Columns, ops: object[] }}
+ */
+function splitColumns (c, ids, { maxSlices, minSliceLength, frozen }) {
+  const { n, start, end, owner, load } = c
+  let total = 0
+  let counted = 0
+  for (let i = 0; i < n; i++) {
+    if (frozen[owner[i]]) continue
+    total += load[i]
+    counted++
+  }
+  const mean = counted > 0 ? total / counted : Infinity // no known slice: nothing to split
+  let candidates = []
+  for (let i = 0; i < n; i++) {
+    if (!frozen[owner[i]] && load[i] > mean && end[i] - start[i] >= 2 * minSliceLength) candidates.push(i)
+  }
+  const room = Math.max(0, maxSlices - n)
+  if (candidates.length > room) {
+    candidates.sort((a, b) => load[b] - load[a] || start[a] - start[b])
+    candidates = candidates.slice(0, room).sort((a, b) => a - b) // back to key order
+  }
+  const out = new Columns(n + candidates.length)
+  const ops = []
+  let k = 0
+  let next = 0 // position in candidates (key order) of the next slice to split
+  for (let i = 0; i < n; i++) {
+    if (next === candidates.length || candidates[next] !== i) {
+      out.copyFrom(c, i, k++)
+      continue
+    }
+    next++
+    const mid = start[i] + Math.floor((end[i] - start[i]) / 2)
+    const half = load[i] / 2
+    out.copyFrom(c, i, k) // both halves keep the slice's owner and replica list
+    out.end[k] = mid
+    out.load[k++] = half
+    out.copyFrom(c, i, k)
+    out.start[k] = mid
+    out.load[k++] = half
+    ops.push({ op: 'split', start: start[i], mid, end: end[i], server: ids[owner[i]], load: load[i] })
+  }
+  return { cols: out, ops }
+}
+
+/**
  * @param {Array<{start:number,end:number,servers:string[],load:number}>} slices in key order
  * @param {{maxSlices:number, minSliceLength:number, frozen?:Set<string>}} limits
  *   frozen = servers whose slices must stay as they are
  * @returns {{ slices: object[], ops: object[] }}
  */
 function splitPhase (slices, { maxSlices, minSliceLength, frozen = new Set() }) {
-  const splittable = (s) => !frozen.has(s.servers[0])
-  let total = 0
-  let counted = 0
-  for (const s of slices) {
-    if (!splittable(s)) continue
-    total += s.load
-    counted++
-  }
-  const mean = counted > 0 ? total / counted : Infinity // no known slice: nothing to split
-  let candidates = []
-  slices.forEach((s, i) => {
-    if (splittable(s) && s.load > mean && s.end - s.start >= 2 * minSliceLength) candidates.push(i)
-  })
-  const room = Math.max(0, maxSlices - slices.length)
-  if (candidates.length > room) {
-    candidates.sort((a, b) => slices[b].load - slices[a].load || slices[a].start - slices[b].start)
-    candidates = candidates.slice(0, room)
-  }
-  const chosen = new Set(candidates)
-  const out = []
-  const ops = []
-  slices.forEach((s, i) => {
-    if (!chosen.has(i)) {
-      out.push(copySlice(s))
-      return
-    }
-    const mid = s.start + Math.floor((s.end - s.start) / 2)
-    const half = s.load / 2
-    out.push({ start: s.start, end: mid, servers: s.servers.slice(), load: half })
-    out.push({ start: mid, end: s.end, servers: s.servers.slice(), load: half })
-    ops.push({ op: 'split', start: s.start, mid, end: s.end, server: s.servers[0], load: s.load })
-  })
-  return { slices: out, ops }
+  const index = indexServers(slices.map((s) => s.servers[0]))
+  const limits = { maxSlices, minSliceLength, frozen: frozenFlags(index, frozen) }
+  const r = splitColumns(toColumns(slices, index), index.ids, limits)
+  return { slices: toWorking(r.cols, index, slices), ops: r.ops }
 }
 
-module.exports = { splitPhase }
+module.exports = { splitPhase, splitColumns }
