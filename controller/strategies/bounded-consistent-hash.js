@@ -1,9 +1,9 @@
 'use strict'
 
-const farmhash = require('farmhash')
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { validateAssignment, cloneAssignment } = require('../../core/assignment')
 const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange, resolveInputs } = require('./inputs')
+const { ringPoints } = require('./consistent-hash')
 
 /**
  * Consistent hashing with bounded loads (Mirrokni, Thorup and Zadimoghaddam,
@@ -51,31 +51,6 @@ const checks = {
 }
 
 const options = (o) => resolveOptions(NAME, defaults, checks, o)
-
-/**
- * The ring: points sorted clockwise, each with its owner (a point shadowed by
- * an equal, lower-id point is dropped).
- * @param {string[]} ids sorted server ids
- * @param {number} vnodes
- * @returns {{ point: number, owner: string }[]}
- */
-function ringPoints (ids, vnodes) {
-  const n = ids.length
-  // point * n + idIndex stays exact in a double: one numeric sort orders by point, then id
-  const entries = new Float64Array(n * vnodes)
-  let e = 0
-  for (let s = 0; s < n; s++) {
-    for (let i = 0; i < vnodes; i++) entries[e++] = farmhash.fingerprint32(`${ids[s]}#${i}`) * n + s
-  }
-  entries.sort()
-  const points = []
-  for (const x of entries) {
-    const point = Math.floor(x / n)
-    if (points.length > 0 && points[points.length - 1].point === point) continue
-    points.push({ point, owner: ids[x % n] })
-  }
-  return points
-}
 
 /**
  * Ring segments in key order as [start, end, ringIndex]: keys in

@@ -44,6 +44,35 @@ const options = (o) => resolveOptions(NAME, defaults, checks, o)
 function ringAssignment (servers, vnodes, generation) {
   if (vnodes === 0) return evenAssignment(servers, generation)
   const ids = Object.keys(servers).sort()
+  const points = ringPoints(ids, vnodes)
+  const slices = []
+  let start = 0
+  for (const { point, owner } of points) {
+    // keys in (previous point, point] belong to the point
+    const last = slices[slices.length - 1]
+    if (last && last.servers[0] === owner) last.end = point + 1
+    else slices.push({ start, end: point + 1, servers: [owner] })
+    start = point + 1
+  }
+  // wrap: keys past the last point go to the first
+  if (start < KEYSPACE_SIZE) {
+    const last = slices[slices.length - 1]
+    if (last && last.servers[0] === points[0].owner) last.end = KEYSPACE_SIZE
+    else slices.push({ start, end: KEYSPACE_SIZE, servers: [points[0].owner] })
+  }
+  const out = { generation, slices, servers: {} }
+  for (const id of ids) out.servers[id] = { url: servers[id].url }
+  return out
+}
+
+/**
+ * The ring: points sorted clockwise, each with its owner (a point that two
+ * servers hash to goes to the lower id). Also used by bounded-consistent-hash.
+ * @param {string[]} ids sorted server ids
+ * @param {number} vnodes
+ * @returns {{ point: number, owner: string }[]}
+ */
+function ringPoints (ids, vnodes) {
   const n = ids.length
   // point * n + idIndex < 2^32 * 2^21 stays exact in a double, so one numeric
   // sort orders by point, then by id (the tie-break)
@@ -53,25 +82,13 @@ function ringAssignment (servers, vnodes, generation) {
     for (let i = 0; i < vnodes; i++) entries[e++] = farmhash.fingerprint32(`${ids[s]}#${i}`) * n + s
   }
   entries.sort()
-  const slices = []
-  const push = (start, end, owner) => {
-    if (end <= start) return // a point shadowed by an equal, lower-id point
-    const last = slices[slices.length - 1]
-    if (last && last.servers[0] === owner) last.end = end
-    else slices.push({ start, end, servers: [owner] })
-  }
-  const pointOf = (x) => Math.floor(x / n)
-  const ownerOf = (x) => ids[x % n]
-  let start = 0
+  const points = []
   for (const x of entries) {
-    const p = pointOf(x)
-    push(start, p + 1, ownerOf(x)) // keys in (previous point, p] belong to p
-    start = Math.max(start, p + 1)
+    const point = Math.floor(x / n)
+    if (points.length > 0 && points[points.length - 1].point === point) continue
+    points.push({ point, owner: ids[x % n] })
   }
-  push(start, KEYSPACE_SIZE, ownerOf(entries[0])) // wrap: keys past the last point go to the first
-  const out = { generation, slices, servers: {} }
-  for (const id of ids) out.servers[id] = { url: servers[id].url }
-  return out
+  return points
 }
 
 /**
@@ -126,4 +143,4 @@ function removeServer (assignment, id, loads, opts, inputs) {
   return ringAssignment(servers, o.vnodes, assignment.generation)
 }
 
-module.exports = { name: NAME, defaults, initial, rebalance, addServer, removeServer, ringAssignment }
+module.exports = { name: NAME, defaults, initial, rebalance, addServer, removeServer, ringAssignment, ringPoints }
