@@ -150,7 +150,7 @@ function createAppServer (options) {
     try {
       await pollUntil(() => {
         const m = guard.map
-        return !m || (!m.hasMoving && !m.owners.includes(id) && guard.drainedGeneration === guard.generation)
+        return !m || (!m.hasMoving && !m.replicas.some((r) => r.includes(id)) && guard.drainedGeneration === guard.generation)
       }, { timeoutMs: opts.drainDeadlineMs, intervalMs: 20, what: `the controller to move ${id}'s slices away` })
       done = true
     } catch (err) {

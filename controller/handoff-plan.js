@@ -6,20 +6,26 @@
  * is safe to push to everyone in any order, and name the servers that must
  * stop admitting something before the target layout may be granted.
  *
- * A piece of keyspace is `moving` in the revoke layout when the server that
- * may admit it now (the primary of a non-moving slice in `current`) is not its
- * primary in `next`, or when it is already moving in `current` (a handoff in
- * progress that a newer target supersedes: its earlier losers are still
- * tracked by the caller). Moving pieces are routed to their new primary, which
- * holds requests for them until the grant arrives. Nothing is ever granted by
- * a revoke layout, so its delivery order does not matter.
+ * A piece of keyspace is `moving` in the revoke layout when the set of
+ * servers that may admit it now (every server of a non-moving slice in
+ * `current`, or a moving slice's holders) differs from its servers in
+ * `next`, or when it is already moving in `current` (a handoff in progress
+ * that a newer target supersedes: its earlier losers are still tracked by the
+ * caller). A new primary among the same servers is not a change. Every server
+ * that may admit a moving piece now must acknowledge the revoke (drain what it
+ * admitted under older maps) before the grant. When those servers all stay
+ * (the piece only gains replicas: docs/replication.md) they are its `holders`
+ * and keep admitting it meanwhile; otherwise nobody admits it until the grant,
+ * and routers send it to its new primary, which holds requests for it. Nothing
+ * is ever granted by a revoke layout, so its delivery order does not matter.
  *
  * @param {object} current assignment members may hold now (may have moving slices)
  * @param {object} next target layout (moving marks are ignored)
  * @returns {{ revoke: object, losers: string[], moving: number }}
- *   revoke: layout (no generation) with `moving` marks; losers: servers that
- *   admit some range in `current` that they do not own in `next`, sorted;
- *   moving: total key-range length marked moving
+ *   revoke: layout (no generation) with `moving` marks (and `holders`); losers:
+ *   servers that admit some range in `current` whose servers change in
+ *   `next` (they must acknowledge), sorted; moving: total key-range length
+ *   marked moving
  */
 function planHandoff (current, next) {
   const slices = []
@@ -27,7 +33,7 @@ function planHandoff (current, next) {
   let moving = 0
   let i = 0
   for (const target of next.slices) {
-    const owner = target.servers[0]
+    const targetServers = target.servers
     // pieces of `target` cut at `current`'s boundaries, coalesced per state
     let start = target.start
     let run = null
@@ -35,14 +41,22 @@ function planHandoff (current, next) {
       while (current.slices[i].end <= start) i++
       const cur = current.slices[i]
       const end = Math.min(cur.end, target.end)
-      const admitter = cur.moving ? null : cur.servers[0]
-      const isMoving = cur.moving === true || admitter !== owner
-      if (admitter !== null && admitter !== owner) losers.add(admitter)
-      if (isMoving) moving += end - start
-      if (run && run.moving === isMoving) {
+      const admitters = cur.moving ? (cur.holders || NONE) : cur.servers
+      const isMoving = cur.moving === true || !sameSet(admitters, targetServers)
+      let holders = null
+      if (isMoving) {
+        for (const id of admitters) losers.add(id)
+        moving += end - start
+        // everyone admitting it now stays: they keep serving during the handoff
+        if (admitters.length > 0 && admitters.every((id) => targetServers.includes(id))) {
+          holders = targetServers.filter((id) => admitters.includes(id))
+        }
+      }
+      const tag = holders ? holders.join('\0') : ''
+      if (run && run.moving === isMoving && run.tag === tag) {
         run.end = end
       } else {
-        run = { start, end, moving: isMoving }
+        run = { start, end, moving: isMoving, holders, tag, servers: targetServers }
         slices.push(run)
       }
       start = end
@@ -51,24 +65,22 @@ function planHandoff (current, next) {
   const revoke = {
     servers: next.servers,
     slices: slices.map((p) => {
-      const target = next.slices[findSlice(next.slices, p.start)]
-      return p.moving
-        ? { start: p.start, end: p.end, servers: target.servers.slice(), moving: true }
-        : { start: p.start, end: p.end, servers: target.servers.slice() }
+      if (!p.moving) return { start: p.start, end: p.end, servers: p.servers.slice() }
+      return p.holders
+        ? { start: p.start, end: p.end, servers: p.servers.slice(), moving: true, holders: p.holders }
+        : { start: p.start, end: p.end, servers: p.servers.slice(), moving: true }
     })
   }
   return { revoke, losers: [...losers].sort(), moving }
 }
 
-function findSlice (slices, key) {
-  let lo = 0
-  let hi = slices.length - 1
-  while (lo < hi) {
-    const mid = (lo + hi + 1) >>> 1
-    if (slices[mid].start <= key) lo = mid
-    else hi = mid - 1
-  }
-  return lo
+const NONE = Object.freeze([])
+
+/** Same members, in any order (both lists are duplicate-free). */
+function sameSet (a, b) {
+  if (a.length !== b.length) return false
+  for (const id of a) if (!b.includes(id)) return false
+  return true
 }
 
 module.exports = { planHandoff }

@@ -6,8 +6,10 @@ const { normalize, overlap } = require('./ranges')
 
 /**
  * An assignment is plain JSON:
- *   { generation, slices: [{ start, end, servers: [id, ...], moving? }], servers: { id: { url } } }
+ *   { generation, slices: [{ start, end, servers: [id, ...], moving?, holders? }], servers: { id: { url } } }
  * Slices are half-open [start, end), sorted, and tile [0, 2^32) exactly.
+ * `servers` lists every server holding the slice, primary first; outside a
+ * handoff all of them admit it (replicated slices, docs/replication.md).
  * `moving: true` marks a slice in a fenced handoff (docs/ownership.md): routers
  * send it to `servers[0]`, its new owner, but nobody admits it until the
  * controller issues the next generation without the mark.
@@ -44,8 +46,19 @@ function validateAssignment (a, { previousGeneration } = {}) {
     if (s.start < expectedStart) fail(`slices[${i}] overlaps the previous slice or is out of order (start ${s.start} < ${expectedStart})`)
     if (!Array.isArray(s.servers) || s.servers.length === 0) fail(`slices[${i}].servers must be a non-empty array`)
     if (s.moving !== undefined && typeof s.moving !== 'boolean') fail(`slices[${i}].moving must be a boolean when present`)
-    for (const id of s.servers) {
+    for (let j = 0; j < s.servers.length; j++) {
+      const id = s.servers[j]
       if (typeof id !== 'string' || !Object.hasOwn(a.servers, id)) fail(`slices[${i}] names unknown server ${JSON.stringify(id)}`)
+      if (s.servers.indexOf(id) !== j) fail(`slices[${i}] lists server ${JSON.stringify(id)} twice`)
+    }
+    if (s.holders !== undefined) {
+      if (s.moving !== true) fail(`slices[${i}].holders is only allowed on a moving slice`)
+      if (!Array.isArray(s.holders) || s.holders.length === 0) fail(`slices[${i}].holders must be a non-empty array when present`)
+      for (let j = 0; j < s.holders.length; j++) {
+        const id = s.holders[j]
+        if (!s.servers.includes(id)) fail(`slices[${i}].holders names ${JSON.stringify(id)}, which is not in its servers`)
+        if (s.holders.indexOf(id) !== j) fail(`slices[${i}].holders lists ${JSON.stringify(id)} twice`)
+      }
     }
     expectedStart = s.end
   }
@@ -87,9 +100,16 @@ function cloneServers (servers) {
 function cloneAssignment (a) {
   return {
     generation: a.generation,
-    slices: a.slices.map((s) => (s.moving ? { start: s.start, end: s.end, servers: s.servers.slice(), moving: true } : { start: s.start, end: s.end, servers: s.servers.slice() })),
+    slices: a.slices.map(cloneSlice),
     servers: cloneServers(a.servers)
   }
+}
+
+function cloneSlice (s) {
+  if (!s.moving) return { start: s.start, end: s.end, servers: s.servers.slice() }
+  return s.holders
+    ? { start: s.start, end: s.end, servers: s.servers.slice(), moving: true, holders: s.holders.slice() }
+    : { start: s.start, end: s.end, servers: s.servers.slice(), moving: true }
 }
 
 /** Same slices, owners and servers, ignoring the generation. */
@@ -99,15 +119,20 @@ function sameLayout (a, b) {
     const x = a.slices[i]
     const y = b.slices[i]
     if (x.start !== y.start || x.end !== y.end || !x.moving !== !y.moving || x.servers.join('\0') !== y.servers.join('\0')) return false
+    if ((x.holders || []).join('\0') !== (y.holders || []).join('\0')) return false
   }
   const ka = Object.keys(a.servers).sort()
   const kb = Object.keys(b.servers).sort()
   return ka.join('\0') === kb.join('\0') && ka.every((k) => a.servers[k].url === b.servers[k].url)
 }
 
-/** Normalized key ranges `serverId` may admit: it is the primary owner and the slice is not moving. */
+/**
+ * Normalized key ranges `serverId` may admit: it is listed for the slice (at
+ * any position: replicas admit too) and the slice is not moving, or it is one
+ * of a moving slice's holders.
+ */
 function ownedRanges (a, serverId) {
-  return normalize(a.slices.filter((s) => s.servers[0] === serverId && !s.moving))
+  return normalize(a.slices.filter((s) => (s.moving ? s.holders !== undefined && s.holders.includes(serverId) : s.servers.includes(serverId))))
 }
 
 /** The layout without handoff marks (what strategies balance). */
@@ -116,8 +141,11 @@ function withoutMoving (a) {
 }
 
 /**
- * Key churn between two assignments (paper 5.2.1): the total key-range length
- * whose primary owner differs. Splits and same-owner merges cost nothing.
+ * Key churn between two assignments (paper 5.2.1): the key-range length each
+ * server gains, summed (a range that moves costs its length once; a new
+ * replica costs it once more: its cache starts cold). With one server per
+ * slice that is the range whose owner differs. Splits, merges, a new primary
+ * among the same servers and dropped replicas cost nothing.
  */
 function keyChurn (before, after) {
   let churn = 0
@@ -126,23 +154,34 @@ function keyChurn (before, after) {
   while (i < before.slices.length && j < after.slices.length) {
     const x = before.slices[i]
     const y = after.slices[j]
-    if (x.servers[0] !== y.servers[0]) churn += overlap(x, y)
+    if (x.servers[0] !== y.servers[0] || y.servers.length > 1 || x.servers.length > 1) {
+      let gained = 0
+      for (const id of y.servers) if (!x.servers.includes(id)) gained++
+      if (gained > 0) churn += gained * overlap(x, y)
+    }
     if (x.end <= y.end) i++
     else j++
   }
   return churn
 }
 
-/** Per-server load and keyspace share for an assignment and per-slice loads. */
+/**
+ * Per-server load and keyspace share for an assignment and per-slice loads.
+ * A replicated slice's load is split evenly over its servers (front ends
+ * spread its requests), and each of them holds its keys.
+ */
 function serverLoads (a, loads) {
   const out = {}
   for (const id of Object.keys(a.servers)) out[id] = { load: 0, slices: 0, keys: 0 }
   a.slices.forEach((s, i) => {
-    const o = out[s.servers[0]]
-    if (!o) return
-    o.load += loads[i] || 0
-    o.slices++
-    o.keys += s.end - s.start
+    const share = (loads[i] || 0) / s.servers.length
+    for (const id of s.servers) {
+      const o = out[id]
+      if (!o) continue
+      o.load += share
+      o.slices++
+      o.keys += s.end - s.start
+    }
   })
   return out
 }

@@ -1,5 +1,7 @@
 'use strict'
 
+const NONE = Object.freeze([])
+
 /**
  * Read-only lookup structure over an assignment: binary search over a typed
  * array of slice starts (paper 4.1). Built once per assignment; lookups do not
@@ -13,17 +15,31 @@ class SliceMap {
     this.generation = assignment.generation
     this.size = n
     this.starts = new Uint32Array(n)
-    this.owners = new Array(n)
-    this.moving = new Uint8Array(n) // 1: in a fenced handoff, nobody admits it yet
+    this.owners = new Array(n) // primary per slice
+    this.replicas = new Array(n) // every listed server, primary first
+    this.admitters = new Array(n) // servers that may admit it now (docs/replication.md)
+    this.moving = new Uint8Array(n) // 1: in a fenced handoff; only its holders admit it
     this.hasMoving = false
+    this.hasReplicas = false
     for (let i = 0; i < n; i++) {
-      this.starts[i] = assignment.slices[i].start
-      this.owners[i] = assignment.slices[i].servers[0]
-      if (assignment.slices[i].moving) {
+      const s = assignment.slices[i]
+      this.starts[i] = s.start
+      this.owners[i] = s.servers[0]
+      this.replicas[i] = s.servers
+      if (s.servers.length > 1) this.hasReplicas = true
+      if (s.moving) {
         this.moving[i] = 1
         this.hasMoving = true
+        this.admitters[i] = s.holders || NONE
+      } else {
+        this.admitters[i] = s.servers
       }
     }
+  }
+
+  /** Whether server `id` may admit slice `i` now. */
+  admits (i, id) {
+    return this.admitters[i].includes(id)
   }
 
   /**
