@@ -132,7 +132,7 @@ class ShardGuard {
     this.#flushCounts()
     const map = new SliceMap(assignment)
     const owned = new Uint8Array(map.size)
-    for (let i = 0; i < map.size; i++) owned[i] = map.owners[i] === this.serverId && map.moving[i] === 0 ? 1 : 0
+    for (let i = 0; i < map.size; i++) owned[i] = map.admits(i, this.serverId) ? 1 : 0
     // Hooks run synchronously around the switch so that no request is checked
     // against the new map before the app has seen what changed (race-free).
     const ctx = { generation: assignment.generation, assignment }
@@ -224,7 +224,7 @@ class ShardGuard {
     if (routedGeneration > this.generation) return true
     if (this.map === null) return false
     const i = this.map.indexOf(key)
-    return this.map.moving[i] === 1 && this.map.owners[i] === this.serverId
+    return this.map.moving[i] === 1 && this.map.replicas[i].includes(this.serverId)
   }
 
   /**
