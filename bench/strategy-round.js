@@ -7,7 +7,9 @@
  * Prints the median (and min/max) wall time per round over several runs.
  *
  *   node bench/strategy-round.js [--servers 1000] [--slices 100] [--runs 9] [--seed 1] [--max-slices N]
+ *     [--replicate true|false]
  *   node bench/strategy-round.js --servers 10000 --runs 5   # the 10,000-server scale (1,000,000 slices)
+ *   node bench/strategy-round.js --replicate false          # the single-owner round (no replication phase)
  *
  * Targets (issue 14): <= 100 ms per round at 1,000 servers, <= 2 s at 10,000.
  * Figures before and after the columnar rewrite: docs/algorithm.md, "Performance".
@@ -31,9 +33,20 @@ const { values } = parseArgs({
     slices: { type: 'string', default: '100' },
     runs: { type: 'string', default: '9' },
     seed: { type: 'string', default: '1' },
-    'max-slices': { type: 'string', default: String(defaults.maxSlices) }
+    'max-slices': { type: 'string', default: String(defaults.maxSlices) },
+    replicate: { type: 'string', default: String(defaults.replicate) },
+    help: { type: 'boolean', short: 'h', default: false }
   }
 })
+if (values.help) {
+  console.log(`usage: node bench/strategy-round.js [--servers 1000] [--slices 100] [--runs 9] [--seed 1]
+  [--max-slices ${defaults.maxSlices}] [--replicate true|false]
+Times one chopper round (median of --runs after a warm-up) on --servers x --slices
+scattered slices with seeded Pareto loads. --replicate false runs the
+single-owner round (no replication phase). Target: <= 100 ms at 1,000 servers.`)
+  process.exit(0)
+}
+if (values.replicate !== 'true' && values.replicate !== 'false') throw new TypeError('--replicate must be true or false')
 const nServers = Number(values.servers)
 const perServer = Number(values.slices)
 const runs = Number(values.runs)
@@ -63,7 +76,7 @@ function buildInput () {
 const { assignment, loads } = buildInput()
 const times = []
 let result
-const options = { maxSlices }
+const options = { maxSlices, replicate: values.replicate === 'true' }
 chopperRound(assignment, loads, options) // warm-up (JIT)
 for (let i = 0; i < runs; i++) {
   const t0 = performance.now()
@@ -73,8 +86,13 @@ for (let i = 0; i < runs; i++) {
 times.sort((a, b) => a - b)
 const count = (op) => result.ops.filter((o) => o.op === op).length
 const pct = (keys) => (100 * keys / 2 ** 32).toFixed(2) + '%'
-console.log(`chopper round: ${nServers} servers x ${perServer} slices = ${assignment.slices.length} slices, maxSlices ${maxSlices}, seed ${seed}, node ${process.version}`)
+console.log(`chopper round: ${nServers} servers x ${perServer} slices = ${assignment.slices.length} slices, maxSlices ${maxSlices}, replicate ${options.replicate}, seed ${seed}, node ${process.version}`)
 console.log(`  ms per round: median ${times[times.length >> 1].toFixed(1)}, min ${times[0].toFixed(1)}, max ${times[times.length - 1].toFixed(1)} (${runs} runs after 1 warm-up)`)
 console.log(`  ops: ${count('merge')} merges, ${count('move')} moves (stop: ${result.moveStop}), ${count('split')} splits -> ${result.assignment.slices.length} slices`)
-console.log(`  churn: merge ${pct(result.churn.merge)}, move ${pct(result.churn.move)}, total ${pct(result.churn.total)} of the keyspace`)
+if (options.replicate) {
+  const replicated = result.assignment.slices.filter((s) => s.servers.length > 1).length
+  console.log(`  replication: ${count('replicate')} slices gained replicas, ${count('unreplicate')} lost some -> ${replicated} replicated slices`)
+}
+const replicaChurn = options.replicate ? `, replicate ${pct(result.churn.replicate)}` : ''
+console.log(`  churn: merge ${pct(result.churn.merge)}, move ${pct(result.churn.move)}${replicaChurn}, total ${pct(result.churn.total)} of the keyspace`)
 console.log(`  imbalance (max/mean server load): ${result.imbalance.before.toFixed(3)} -> ${result.imbalance.after.toFixed(3)} (estimated)`)

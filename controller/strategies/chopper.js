@@ -1,6 +1,7 @@
 'use strict'
 
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
+const { InvalidArgumentError } = require('../../core/errors')
 const {
   validateAssignment, evenAssignment, cloneAssignment, keyChurn, serverLoads, imbalance
 } = require('../../core/assignment')
@@ -9,14 +10,17 @@ const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange, re
 const { mergeColumns } = require('./merge')
 const { moveColumns } = require('./move')
 const { splitColumns } = require('./split')
+const { replicateColumns } = require('./replicate')
 
 /**
  * The Chopper balancing strategy (paper 5.2): one round runs merge, move and
- * split, in that order, on the per-slice loads of the last period. Pure and
- * deterministic; see docs/algorithm.md for the rules and their sources.
+ * split, in that order, on the per-slice loads of the last period, after a
+ * replication phase for hot slices (Slicer; `replicate: false` leaves it out).
+ * Pure and deterministic; see docs/algorithm.md for the rules and their sources.
  */
 
 const NAME = 'chopper'
+const MAX_REPLICAS = 65536 // far above any cluster size; replica counts are capped at the server count anyway
 
 /** Every option and its default, in one place (documented in docs/algorithm.md). */
 const defaults = Object.freeze({
@@ -28,7 +32,23 @@ const defaults = Object.freeze({
   // which stalls for good once a wide merged slice is a hot server's first candidate
   skipOverBudgetSlices: true,
   maxSlices: 65536, // not in the paper: caps the assignment size pushed to every front end
-  minSliceLength: 1 // not in the paper: a slice shorter than 2x this is never split
+  minSliceLength: 1, // not in the paper: a slice shorter than 2x this is never split
+  // Replication of hot slices (Slicer; docs/algorithm.md, "Replication"). false = the
+  // paper's single-owner round, exactly as before replication existed.
+  replicate: true,
+  // replicas keep each share at most this fraction of the mean server load (and
+  // at least the mean slice load): shares no bigger than moveRatio - 1 of the mean
+  // can always be packed within moveRatio x the mean (docs/algorithm.md, "Replication")
+  replicaLoadFraction: 0.25,
+  minReplicas: 1,
+  maxReplicas: 0, // 0 = up to every (known) server
+  // drop a replica only when the shares after the drop stay below (1 - this) x the unit:
+  // a load that halves and doubles back does not flap
+  replicaHysteresis: 0.5,
+  // keys that new replicas may warm per round, as a fraction of the keyspace, counted
+  // once per server gained: 1 lets a slice as wide as one server's share (1/n) reach
+  // every other server in one round ((n - 1)/n < 1)
+  replicaChurnLimit: 1
 })
 
 const checks = {
@@ -37,10 +57,22 @@ const checks = {
   moveRatio: expect.ratio,
   skipOverBudgetSlices: expect.boolean,
   maxSlices: expect.intAtLeast(1),
-  minSliceLength: expect.intAtLeast(1, KEYSPACE_SIZE / 2)
+  minSliceLength: expect.intAtLeast(1, KEYSPACE_SIZE / 2),
+  replicate: expect.boolean,
+  replicaLoadFraction: expect.positive,
+  minReplicas: expect.intAtLeast(1, MAX_REPLICAS),
+  maxReplicas: expect.intAtLeast(0, MAX_REPLICAS),
+  replicaHysteresis: expect.fractionBelowOne,
+  replicaChurnLimit: expect.nonNegative
 }
 
-const options = (o) => resolveOptions(NAME, defaults, checks, o)
+function options (opts) {
+  const o = resolveOptions(NAME, defaults, checks, opts)
+  if (o.maxReplicas > 0 && o.minReplicas > o.maxReplicas) {
+    throw new InvalidArgumentError(`invalid ${NAME} option minReplicas: expected at most maxReplicas (${o.maxReplicas}), got ${o.minReplicas}`)
+  }
+  return o
+}
 
 /**
  * The initial assignment (generation 1): each server, in id order, owns one
@@ -60,13 +92,40 @@ function initial (servers, opts) {
  * Same figure as `imbalance(serverLoads(...))` without the known servers,
  * computed from columns: per-server loads summed in key order, then handed to
  * `imbalance` in sorted id order (the order the cloned servers object had).
+ * Replicated slices (`c.rep`) count their share on each of their servers;
+ * with `replicate: false` there are none, and a slice counts on its primary
+ * only, as before replication existed.
  */
-function knownImbalance (c, index, frozen) {
+function knownImbalance (c, index, frozen, sets) {
   const perServer = new Float64Array(index.ids.length)
-  for (let i = 0; i < c.n; i++) perServer[c.owner[i]] += c.load[i]
+  for (let i = 0; i < c.n; i++) {
+    if (c.rep[i] < 0) {
+      perServer[c.owner[i]] += c.load[i]
+      continue
+    }
+    // a replicated slice's load is spread evenly over its servers (front ends spread its requests)
+    const set = sets[c.rep[i]]
+    for (let k = 0; k < set.length; k++) perServer[set[k]] += c.load[i] / set.length
+  }
   const known = {}
   index.ids.forEach((id, s) => { if (!frozen[s]) known[id] = perServer[s] })
   return imbalance(known)
+}
+
+/**
+ * Mark the input's replicated slices in `c.rep` (for the imbalance before the
+ * round, which spreads their loads like serverLoads does).
+ * @returns {Int32Array[]} their sets of server indices
+ */
+function markInputSets (c, index, slices) {
+  const sets = []
+  for (let i = 0; i < c.n; i++) {
+    const names = slices[i].servers
+    if (names.length < 2) continue
+    c.rep[i] = sets.length
+    sets.push(Int32Array.from(names, (id) => index.indexOf.get(id)))
+  }
+  return sets
 }
 
 /**
@@ -78,11 +137,13 @@ function knownImbalance (c, index, frozen) {
  *   is unknown this period (their slices' loads are last-known guesses). They are
  *   frozen: nothing is moved, merged or split onto, off or within them, and they
  *   count in no load comparison (docs/algorithm.md, "Servers with unknown load").
- * @returns {{ assignment: object, loads: Float64Array, churn: {merge:number, move:number, total:number},
+ * @returns {{ assignment: object, loads: Float64Array, churn: {merge:number, move:number, replicate?:number, total:number},
  *   ops: object[], imbalance: {before:number, after:number}, moveStop: string|null, frozen: string[] }}
- *   `loads` are the estimated per-slice loads of the new assignment (merged
- *   slices sum, split halves halve); churn is in keys (`total` is the real
- *   owner change between input and output, which can be below merge + move);
+ *   `loads` are the estimated per-slice loads (totals over replicas) of the new
+ *   assignment (merged slices sum, split halves halve); churn is in keys
+ *   (`replicate`, only with `replicate: true`, is what new replicas cost;
+ *   `total` is core/assignment.js keyChurn between input and output, which can
+ *   be below the sum of the phases');
  *   `moveStop` says why the move phase ended; `imbalance` is over the known
  *   servers; `frozen` lists the frozen servers, sorted.
  */
@@ -97,33 +158,59 @@ function chopperRound (assignment, loads, opts, inputs) {
   const frozen = frozenFlags(index, unknownServers)
   const frozenIds = index.ids.filter((id, s) => frozen[s])
   const cols = toColumns(assignment.slices, index, load)
-  const before = knownImbalance(cols, index, frozen)
+  const inputSets = o.replicate ? markInputSets(cols, index, assignment.slices) : []
+  const before = knownImbalance(cols, index, frozen, inputSets)
+  cols.rep.fill(-1) // the replication phase decides the sets afresh
 
   let total = 0
   for (let i = 0; i < cols.n; i++) if (!frozen[cols.owner[i]]) total += load[i]
   if (total === 0) {
     // idle period (or every server frozen): no signal, so no change (and nothing
     // to merge or split against). Only known slices count: stale loads are no signal.
-    const churn = { merge: 0, move: 0, total: 0 }
+    const churn = o.replicate ? { merge: 0, move: 0, replicate: 0, total: 0 } : { merge: 0, move: 0, total: 0 }
     return { assignment: cloneAssignment(assignment), loads: load, churn, ops: [], imbalance: { before, after: before }, moveStop: null, frozen: frozenIds }
   }
 
-  const merged = mergeColumns(cols, index.ids, index.ids.length, o.mergeChurnLimit * KEYSPACE_SIZE, frozen)
+  // Replication first, so a slice that turns hot is replicated in the round that
+  // first sees it; merge, move and split then balance the single-server slices
+  // around the replicated ones' shares (docs/algorithm.md, "Replication").
+  const replicated = o.replicate
+    ? replicateColumns(cols, index.ids, index.indexOf, assignment.slices, {
+      fraction: o.replicaLoadFraction,
+      minReplicas: o.minReplicas,
+      maxReplicas: o.maxReplicas,
+      hysteresis: o.replicaHysteresis,
+      churnLimit: o.replicaChurnLimit * KEYSPACE_SIZE,
+      ratio: o.moveRatio,
+      frozen
+    })
+    : null
+  const sets = replicated ? replicated.sets : []
+  const setFrozen = replicated ? replicated.setFrozen : undefined
+  const merged = mergeColumns(cols, index.ids, index.ids.length, o.mergeChurnLimit * KEYSPACE_SIZE, frozen, setFrozen)
   const moved = moveColumns(merged.cols, index.ids, {
-    ratio: o.moveRatio, churnLimit: o.moveChurnLimit * KEYSPACE_SIZE, skipOverBudget: o.skipOverBudgetSlices, frozen
+    ratio: o.moveRatio,
+    churnLimit: o.moveChurnLimit * KEYSPACE_SIZE,
+    skipOverBudget: o.skipOverBudgetSlices,
+    frozen,
+    base: replicated ? replicated.base : undefined,
+    baseKeys: replicated ? replicated.baseKeys : undefined
   })
-  const split = splitColumns(merged.cols, index.ids, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength, frozen })
+  const split = splitColumns(merged.cols, index.ids, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength, frozen, setFrozen })
 
   const c = split.cols
   const slices = new Array(c.n)
-  for (let i = 0; i < c.n; i++) slices[i] = { start: c.start[i], end: c.end[i], servers: serversOf(c, i, index, assignment.slices) }
+  for (let i = 0; i < c.n; i++) slices[i] = { start: c.start[i], end: c.end[i], servers: serversOf(c, i, index, assignment.slices, sets) }
   const next = { generation: assignment.generation, slices, servers: cloneAssignment({ slices: [], servers: assignment.servers }).servers }
+  const churn = replicated
+    ? { merge: merged.churn, move: moved.churn, replicate: replicated.churn, total: keyChurn(assignment, next) }
+    : { merge: merged.churn, move: moved.churn, total: keyChurn(assignment, next) }
   return {
     assignment: next,
     loads: c.load.slice(),
-    churn: { merge: merged.churn, move: moved.churn, total: keyChurn(assignment, next) },
-    ops: [...merged.ops, ...moved.ops, ...split.ops],
-    imbalance: { before, after: knownImbalance(c, index, frozen) },
+    churn,
+    ops: replicated ? [...replicated.ops, ...merged.ops, ...moved.ops, ...split.ops] : [...merged.ops, ...moved.ops, ...split.ops],
+    imbalance: { before, after: knownImbalance(c, index, frozen, sets) },
     moveStop: moved.stop,
     frozen: frozenIds
   }
@@ -164,7 +251,9 @@ function addServer (assignment, id, url, loads, opts, inputs) {
  * to the currently least-loaded remaining server (ties: least keyspace, then
  * id), counting each given slice towards that server's tally. Merges nothing.
  * Servers whose load is unknown receive nothing, unless every remaining
- * server is unknown.
+ * server is unknown. With `replicate` (the default), a slice the server
+ * shares with others just loses it (its next server becomes primary if it was
+ * the primary); only the slices it held alone are reassigned.
  * @param {object} assignment
  * @param {string} id
  * @param {ArrayLike<number>} [loads] per-slice loads of the last period; all zero when omitted
@@ -172,13 +261,13 @@ function addServer (assignment, id, url, loads, opts, inputs) {
  * @param {{unknownServers?: string[]}} [inputs] servers whose load is unknown (may include `id`)
  */
 function removeServer (assignment, id, loads, opts, inputs) {
-  options(opts)
+  const o = options(opts)
   const load = checkMembershipChange('leave', assignment, id, { loads })
   const { unknownServers } = resolveInputs(assignment, inputs)
-  return reassignFrom(assignment, id, load, unknownServers)
+  return reassignFrom(assignment, id, load, unknownServers, o.replicate)
 }
 
-function reassignFrom (assignment, id, load, unknown) {
+function reassignFrom (assignment, id, load, unknown, replicate) {
   const remaining = Object.keys(assignment.servers).filter((s) => s !== id)
   const known = remaining.filter((s) => !unknown.has(s))
   // An unknown server's tally is a stale guess, so it must not look like the
@@ -187,12 +276,29 @@ function reassignFrom (assignment, id, load, unknown) {
   const targets = known.length > 0 ? known : remaining
   const next = cloneAssignment(assignment)
   delete next.servers[id]
-  const tally = serverLoads(assignment, load)
   const leaving = []
-  next.slices.forEach((s, i) => {
-    if (s.servers[0] === id) leaving.push(i)
-    else s.servers = s.servers.filter((x) => x !== id) // drop it as a secondary replica
-  })
+  let tally
+  if (replicate) {
+    // A replicated slice loses the leaving server from its set and, if that was
+    // its primary, the next listed server becomes primary: it already holds the
+    // slice, so this costs no churn. Only slices the server held alone move.
+    next.slices.forEach((s, i) => {
+      if (s.servers.length === 1) {
+        if (s.servers[0] === id) leaving.push(i)
+      } else {
+        s.servers = s.servers.filter((x) => x !== id)
+      }
+    })
+    // The remaining servers' loads with those shares respread; the leaving
+    // slices still name only `id`, which serverLoads skips.
+    tally = serverLoads(next, load)
+  } else {
+    tally = serverLoads(assignment, load)
+    next.slices.forEach((s, i) => {
+      if (s.servers[0] === id) leaving.push(i)
+      else s.servers = s.servers.filter((x) => x !== id) // drop it as a secondary replica
+    })
+  }
   const len = (i) => next.slices[i].end - next.slices[i].start
   leaving.sort((a, b) => load[b] - load[a] || len(b) - len(a) || next.slices[a].start - next.slices[b].start)
   for (const i of leaving) {

@@ -16,6 +16,11 @@
  * `src[i]` says what slice i's replica list is: the index of the input slice
  * whose `servers` array it keeps (unmerged, unmoved slices and split halves),
  * or -1 when the slice was merged or moved and its list is just `[owner]`.
+ *
+ * `rep[i]` is -1 for a slice on one server, or the index of its replica set
+ * (server indices, primary first) in the round's table of sets, when the
+ * replication phase (./replicate.js) gave it several servers. Such a slice's
+ * list is that set, whatever `src` says.
  */
 class Columns {
   constructor (n) {
@@ -25,6 +30,7 @@ class Columns {
     this.owner = new Int32Array(n) // index into the sorted server ids
     this.load = new Float64Array(n)
     this.src = new Int32Array(n)
+    this.rep = new Int32Array(n).fill(-1)
   }
 
   /** Copy slice `i` of `from` to position `k` of this. */
@@ -34,13 +40,14 @@ class Columns {
     this.owner[k] = from.owner[i]
     this.load[k] = from.load[i]
     this.src[k] = from.src[i]
+    this.rep[k] = from.rep[i]
   }
 
   /** The first `n` slices only (phases allocate for the worst case). */
   truncate (n) {
     const c = new Columns(0)
     c.n = n
-    for (const f of ['start', 'end', 'owner', 'load', 'src']) c[f] = this[f].subarray(0, n)
+    for (const f of ['start', 'end', 'owner', 'load', 'src', 'rep']) c[f] = this[f].subarray(0, n)
     return c
   }
 }
@@ -81,8 +88,12 @@ function toColumns (slices, index, loads) {
   return c
 }
 
-/** Replica list of slice i: a fresh array, never shared with the input. */
-function serversOf (c, i, index, srcSlices) {
+/**
+ * Replica list of slice i: a fresh array, never shared with the input.
+ * @param {Array<ArrayLike<number>>} [sets] the round's replica sets (see `rep`)
+ */
+function serversOf (c, i, index, srcSlices, sets) {
+  if (c.rep[i] >= 0) return Array.from(sets[c.rep[i]], (s) => index.ids[s])
   return c.src[i] >= 0 ? srcSlices[c.src[i]].servers.slice() : [index.ids[c.owner[i]]]
 }
 

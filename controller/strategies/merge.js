@@ -23,9 +23,17 @@
  * take no part: they neither start nor join a run, so a run ends at them, and
  * their stale loads are left out of the mean. See docs/algorithm.md, "Servers
  * with unknown load".
+ *
+ * Replicated slices (several servers, `rep[i] >= 0`, docs/algorithm.md,
+ * "Replication") take no part either: merging one with a neighbour would
+ * either drop its replicas or hand the neighbour's keys to every replica (new
+ * churn), and a hot slice is not a merge candidate anyway. Their loads count
+ * in the mean, unless one of their servers is frozen.
  */
 
 const { Columns, indexServers, frozenFlags, toColumns, toWorking } = require('./columns')
+
+const NONE = new Uint8Array(0)
 
 /**
  * The merge phase on columns (./columns.js), as the round runs it.
@@ -34,14 +42,15 @@ const { Columns, indexServers, frozenFlags, toColumns, toWorking } = require('./
  * @param {number} minSlices the slice count never drops below this (rule 3)
  * @param {number} churnLimit merge budget, in keys
  * @param {Uint8Array} frozen per server index: 1 = its slices take no part
+ * @param {Uint8Array} [setFrozen] per replica set (`c.rep`): 1 = one of its servers is frozen
  * @returns {{ cols: Columns, churn: number, ops: object[] }}
  */
-function mergeColumns (c, ids, minSlices, churnLimit, frozen) {
-  const { n, start, end, owner, load } = c
+function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE) {
+  const { n, start, end, owner, load, rep } = c
   let total = 0
   let counted = 0
   for (let i = 0; i < n; i++) {
-    if (frozen[owner[i]]) continue
+    if (rep[i] >= 0 ? setFrozen[rep[i]] : frozen[owner[i]]) continue
     total += load[i]
     counted++
   }
@@ -65,7 +74,7 @@ function mergeColumns (c, ids, minSlices, churnLimit, frozen) {
   const ops = []
   let i = 0
   while (i < n) {
-    if (i + 1 === n || frozen[owner[i]] || frozen[owner[i + 1]] || !(load[i] + load[i + 1] < threshold)) {
+    if (i + 1 === n || frozen[owner[i]] || frozen[owner[i + 1]] || rep[i] >= 0 || rep[i + 1] >= 0 || !(load[i] + load[i + 1] < threshold)) {
       out.copyFrom(c, i++, k++) // cannot start a run: skip the bookkeeping
       continue
     }
@@ -88,7 +97,7 @@ function mergeColumns (c, ids, minSlices, churnLimit, frozen) {
     // appending slice j removes one more slice from the total
     while (j < n && sliceCount - slices >= minSlices) {
       const o = owner[j]
-      if (frozen[o] || !(runLoad + load[j] < threshold)) break
+      if (frozen[o] || rep[j] >= 0 || !(runLoad + load[j] < threshold)) break
       const len = end[j] - start[j]
       const keys = runKeys[o] + len
       const count = runCount[o] + 1

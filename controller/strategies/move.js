@@ -32,6 +32,10 @@ const { indexServers, frozenFlags, toColumns, toWorking } = require('./columns')
  * load counts neither in the ratio that stops the phase nor in the imbalance
  * of step 4c. Its slices stay where they are. See docs/algorithm.md,
  * "Servers with unknown load".
+ *
+ * Replicated slices (`rep[i] >= 0`) never move: the replication phase placed
+ * them. Their per-replica shares come in as `base`, a fixed load on each of
+ * their servers that every comparison above includes.
  */
 
 /**
@@ -111,11 +115,13 @@ class SortedServers {
  * just the new owner).
  * @param {import('./columns').Columns} c slices in key order (mutated)
  * @param {string[]} ids server ids, sorted (owner indices refer to them)
- * @param {{ratio:number, churnLimit:number, skipOverBudget:boolean, frozen:Uint8Array}} limits
+ * @param {{ratio:number, churnLimit:number, skipOverBudget:boolean, frozen:Uint8Array,
+ *   base?:Float64Array, baseKeys?:Float64Array}} limits base, baseKeys: per server, the load
+ *   and keys of the replicated slices it holds (their shares of load, all of their keys)
  * @returns {{ churn: number, ops: object[], stop: string }}
  */
-function moveColumns (c, ids, { ratio, churnLimit, skipOverBudget, frozen }) {
-  const { n, start, end, owner, load: sliceLoad } = c
+function moveColumns (c, ids, { ratio, churnLimit, skipOverBudget, frozen, base, baseKeys }) {
+  const { n, start, end, owner, load: sliceLoad, rep } = c
   const m = ids.length
   const members = [] // every server that takes part, in id order
   for (let s = 0; s < m; s++) if (!frozen[s]) members.push(s)
@@ -130,16 +136,23 @@ function moveColumns (c, ids, { ratio, churnLimit, skipOverBudget, frozen }) {
   const length = new Int32Array(m)
   for (let i = 0; i < n; i++) {
     const o = owner[i]
-    if (frozen[o]) continue // a frozen server's slice: in no list, so it never moves
+    // a frozen server's slice or a replicated one: in no list, so it never moves
+    if (frozen[o] || rep[i] >= 0) continue
     load[o] += sliceLoad[i] // summed in key order, as the rules' figures are
     keys[o] += end[i] - start[i]
     length[o]++
+  }
+  if (base) {
+    for (let s = 0; s < m; s++) {
+      load[s] += base[s]
+      keys[s] += baseKeys[s]
+    }
   }
   const offset = new Int32Array(m + 1)
   for (let s = 0; s < m; s++) offset[s + 1] = offset[s] + length[s]
   const list = new Int32Array(offset[m])
   const fill = offset.slice(0, m)
-  for (let i = 0; i < n; i++) if (!frozen[owner[i]]) list[fill[owner[i]]++] = i
+  for (let i = 0; i < n; i++) if (!frozen[owner[i]] && rep[i] < 0) list[fill[owner[i]]++] = i
   // Sorted lazily, the first time a server is looked at as a donor: most
   // servers never are (the scan stops at the first donor no hotter than the
   // coolest), and sorting all of them was a tenth of a 10,000-server round.
@@ -235,4 +248,4 @@ function movePhase (slices, serverIds, { ratio, churnLimit, skipOverBudget = tru
   return { slices: toWorking(c, index, slices), churn: r.churn, ops: r.ops, stop: r.stop }
 }
 
-module.exports = { movePhase, moveColumns, raisesImbalance }
+module.exports = { movePhase, moveColumns, raisesImbalance, SortedServers }

@@ -2,6 +2,8 @@
 
 const { Columns, indexServers, frozenFlags, toColumns, toWorking } = require('./columns')
 
+const NONE = new Uint8Array(0)
+
 /**
  * Chopper's split phase (paper 5.2.4): every slice whose load is above the
  * mean slice load is cut in two at its midpoint, `start + floor(len / 2)`;
@@ -20,28 +22,34 @@ const { Columns, indexServers, frozenFlags, toColumns, toWorking } = require('./
  * Slices owned by a *frozen* server (load unknown this period) are never
  * split, and their stale loads are left out of the mean (docs/algorithm.md,
  * "Servers with unknown load").
+ *
+ * A replicated slice (docs/algorithm.md, "Replication") is split like any
+ * other, and both halves keep its whole replica set: a split changes no
+ * server's keys, so it stays free. Unless one of its servers is frozen.
  */
 
 /**
  * The split phase on columns (./columns.js), as the round runs it.
  * @param {Columns} c slices in key order (not mutated)
  * @param {string[]} ids server ids, sorted (owner indices refer to them)
- * @param {{maxSlices:number, minSliceLength:number, frozen:Uint8Array}} limits
+ * @param {{maxSlices:number, minSliceLength:number, frozen:Uint8Array, setFrozen?:Uint8Array}} limits
+ *   setFrozen: per replica set (`c.rep`), 1 = one of its servers is frozen
  * @returns {{ cols: Columns, ops: object[] }}
  */
-function splitColumns (c, ids, { maxSlices, minSliceLength, frozen }) {
-  const { n, start, end, owner, load } = c
+function splitColumns (c, ids, { maxSlices, minSliceLength, frozen, setFrozen = NONE }) {
+  const { n, start, end, owner, load, rep } = c
+  const stale = (i) => (rep[i] >= 0 ? setFrozen[rep[i]] : frozen[owner[i]])
   let total = 0
   let counted = 0
   for (let i = 0; i < n; i++) {
-    if (frozen[owner[i]]) continue
+    if (stale(i)) continue
     total += load[i]
     counted++
   }
   const mean = counted > 0 ? total / counted : Infinity // no known slice: nothing to split
   let candidates = []
   for (let i = 0; i < n; i++) {
-    if (!frozen[owner[i]] && load[i] > mean && end[i] - start[i] >= 2 * minSliceLength) candidates.push(i)
+    if (!stale(i) && load[i] > mean && end[i] - start[i] >= 2 * minSliceLength) candidates.push(i)
   }
   const room = Math.max(0, maxSlices - n)
   if (candidates.length > room) {

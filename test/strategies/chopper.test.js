@@ -16,11 +16,13 @@ const invalidArg = (fn, pattern) => {
 
 describe('chopperRound', () => {
   test('runs merge, then move, then split, and reports churn, estimated loads and imbalance', () => {
+    // The paper's round, without replication (replication.test.js covers the default round).
     // mean slice load 122 / 5 = 24.4
     // merge: a's 1 + 1 -> 2; b's 10 + 10 -> 20.  move: a = 102, b = 20; the 100 would make b 120 > 102,
     // so a's merged 2 (2 units, within the 3.2-unit budget) goes to b.  split: mean 122 / 3; the 100 is cut in two.
     const { assignment, loads } = build([[1, 'a', 1], [1, 'a', 1], [6, 'a', 100], [4, 'b', 10], [4, 'b', 10]])
-    const r = chopper.chopperRound(assignment, loads)
+    const single = { replicate: false }
+    const r = chopper.chopperRound(assignment, loads, single)
     expect(r.ops.map((o) => o.op)).toEqual(['merge', 'merge', 'move', 'split'])
     expect(view(r.assignment.slices, r.loads)).toEqual([[2, 'b', 2], [3, 'a', 50], [3, 'a', 50], [8, 'b', 20]])
     expect(r.loads).toBeInstanceOf(Float64Array)
@@ -29,7 +31,7 @@ describe('chopperRound', () => {
     expect(r.imbalance.after).toBeCloseTo(100 / 61, 12)
     expect(r.moveStop).toBe('no-candidate')
     expect(r.assignment.generation).toBe(assignment.generation)
-    expect(chopper.rebalance(assignment, loads)).toEqual(r.assignment)
+    expect(chopper.rebalance(assignment, loads, single)).toEqual(r.assignment)
   })
 
   test('mergeChurnLimit applies to the round', () => {
@@ -82,8 +84,9 @@ describe('chopperRound', () => {
       expect(sum(r.loads)).toBeCloseTo(sum(loads), 6) // merge sums, split halves: load is conserved
       expect(r.churn.merge).toBeLessThanOrEqual(0.2 * KEYSPACE_SIZE)
       expect(r.churn.move).toBeLessThanOrEqual(0.2 * KEYSPACE_SIZE)
+      expect(r.churn.replicate).toBeLessThanOrEqual(chopper.defaults.replicaChurnLimit * KEYSPACE_SIZE)
       expect(r.churn.total).toBe(keyChurn(a, r.assignment))
-      expect(r.churn.total).toBeLessThanOrEqual(r.churn.merge + r.churn.move)
+      expect(r.churn.total).toBeLessThanOrEqual(r.churn.merge + r.churn.move + r.churn.replicate)
       expect(r.assignment.slices.length).toBeGreaterThanOrEqual(5)
       for (const v of Object.values(serverLoads(r.assignment, r.loads))) expect(v.slices).toBeGreaterThan(0)
       a = r.assignment
@@ -133,7 +136,18 @@ describe('chopperRound', () => {
     test('defaults are frozen and complete', () => {
       expect(Object.isFrozen(chopper.defaults)).toBe(true)
       expect(chopper.defaults).toEqual({
-        mergeChurnLimit: 0.2, moveChurnLimit: 0.2, moveRatio: 1.25, skipOverBudgetSlices: true, maxSlices: 65536, minSliceLength: 1
+        mergeChurnLimit: 0.2,
+        moveChurnLimit: 0.2,
+        moveRatio: 1.25,
+        skipOverBudgetSlices: true,
+        maxSlices: 65536,
+        minSliceLength: 1,
+        replicate: true,
+        replicaLoadFraction: 0.25,
+        minReplicas: 1,
+        maxReplicas: 0,
+        replicaHysteresis: 0.5,
+        replicaChurnLimit: 1
       })
     })
   })
@@ -157,9 +171,14 @@ describe('chopper initial / addServer / removeServer', () => {
     expect(added.slices).toEqual(assignment.slices)
     expect(Object.keys(added.servers)).toEqual(['a', 'b', 'c'])
     expect(added.generation).toBe(assignment.generation)
-    const r = chopper.chopperRound(added, loads)
-    expect(r.ops.filter((o) => o.op === 'move' && o.to === 'c')).not.toHaveLength(0)
-    expect(serverLoads(r.assignment, r.loads).c.load).toBeGreaterThan(0)
+    for (const replicate of [false, true]) {
+      const r = chopper.chopperRound(added, loads, { replicate })
+      // without replication c takes slices; with it, c (the coolest) may take replicas instead
+      const onto = r.ops.filter((o) => (o.op === 'move' && o.to === 'c') || (o.op === 'replicate' && o.servers.includes('c')))
+      expect(onto).not.toHaveLength(0)
+      if (!replicate) expect(onto.every((o) => o.op === 'move')).toBe(true)
+      expect(serverLoads(r.assignment, r.loads).c.load).toBeGreaterThan(0)
+    }
     invalidArg(() => chopper.addServer(assignment, 'a', 'http://127.0.0.1:1/a'), /already in the assignment/)
     invalidArg(() => chopper.addServer(assignment, '', 'http://x'), /server id must be a non-empty string/)
     invalidArg(() => chopper.addServer(assignment, 'c', 'nope'), /url must be an http\(s\) URL/)

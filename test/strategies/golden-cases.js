@@ -122,4 +122,13 @@ function summarize (r) {
   }
 }
 
-module.exports = { CASES, makeCase, summarize }
+/**
+ * The fixtures and the options each runs a case with: the single-owner round
+ * pinned with `replicate: false`, and the default (replicated) round.
+ */
+const FIXTURES = {
+  'chopper-golden.json': (opts) => ({ ...opts, replicate: false }),
+  'chopper-golden-replicated.json': (opts) => opts
+}
+
+module.exports = { CASES, makeCase, summarize, FIXTURES }

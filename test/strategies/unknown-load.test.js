@@ -28,9 +28,17 @@ const slicesOf = (a, ids) => a.slices
   .filter((s) => ids.includes(s.servers[0]))
   .map(({ start, end, servers }) => ({ start, end, servers }))
 
-/** Every op that gives keys to, or takes keys from, one of `ids`. */
+/** Every op that gives keys to, or takes keys from, one of `ids` (replica ops list `servers`). */
 const opsTouching = (ops, ids) => ops.filter((o) =>
-  ids.includes(o.to) || ids.includes(o.from) || ids.includes(o.server))
+  ids.includes(o.to) || ids.includes(o.from) || ids.includes(o.server) || (o.servers || []).some((id) => ids.includes(id)))
+
+// The paper's move phase, without replication: the hand-worked cases below are
+// about which slices move (replication.test.js covers frozen servers with replicas).
+const single = { replicate: false }
+
+/** Ops that hand `id` load: a move onto it, or a new replica on it. */
+const givesTo = (ops, ids) => ops.filter((o) =>
+  (o.op === 'move' && ids.includes(o.to)) || (o.op === 'replicate' && o.servers.some((id) => ids.includes(id))))
 
 const sum = (xs) => Array.from(xs).reduce((x, y) => x + y, 0)
 
@@ -77,15 +85,16 @@ describe('servers with unknown load (chopper)', () => {
   test('a failed collection attracts slices when c is not marked unknown (what this feature prevents)', () => {
     const { assignment, loads } = failed()
     const r = chopper.chopperRound(assignment, loads)
-    // c's two zero slices merge, and c, looking idle, is the coolest server
-    expect(r.ops.filter((o) => o.op === 'move' && o.to === 'c')).not.toHaveLength(0)
+    // c's two zero slices merge, and c, looking idle, is the coolest server: it gets moves or replicas
+    expect(givesTo(r.ops, ['c'])).not.toHaveLength(0)
+    expect(chopper.chopperRound(assignment, loads, single).ops.filter((o) => o.op === 'move' && o.to === 'c')).not.toHaveLength(0)
     expect(r.ops).toContainEqual(expect.objectContaining({ op: 'merge', server: 'c' }))
     expect(r.frozen).toEqual([])
   })
 
   test('marked unknown, c is frozen: nothing lands on it, its slices stay, and a/b alone decide the ratio', () => {
     const { assignment, loads } = failed()
-    const r = chopper.chopperRound(assignment, loads, undefined, { unknownServers: ['c'] })
+    const r = chopper.chopperRound(assignment, loads, single, { unknownServers: ['c'] })
     expect(opsTouching(r.ops, ['c'])).toEqual([])
     expect(slicesOf(r.assignment, ['c'])).toEqual(slicesOf(assignment, ['c']))
     // a = b = 120: hottest / coolest = 1 among the known servers
@@ -93,17 +102,17 @@ describe('servers with unknown load (chopper)', () => {
     expect(r.moveStop).toBe('ratio')
     expect(r.frozen).toEqual(['c'])
     expect(r.imbalance.before).toBe(1) // over a and b only
-    expect(chopper.rebalance(assignment, loads, undefined, { unknownServers: ['c'] })).toEqual(r.assignment)
+    expect(chopper.rebalance(assignment, loads, single, { unknownServers: ['c'] })).toEqual(r.assignment)
   })
 
   test('a frozen server does not donate, and is not split, even when its last-known load is the highest', () => {
     // c's stale figures say it is hot; a (100) still gives load to b (10), as if c were absent
     const { assignment, loads } = build([[3, 'c', 300], [3, 'c', 300], [3, 'a', 50], [3, 'a', 50], [4, 'b', 10]])
-    const without = chopper.chopperRound(assignment, loads)
+    const without = chopper.chopperRound(assignment, loads, single)
     expect(without.ops).toContainEqual(expect.objectContaining({ op: 'move', from: 'c' }))
     expect(without.ops).toContainEqual(expect.objectContaining({ op: 'split', server: 'c' }))
 
-    const r = chopper.chopperRound(assignment, loads, undefined, { unknownServers: ['c'] })
+    const r = chopper.chopperRound(assignment, loads, single, { unknownServers: ['c'] })
     expect(opsTouching(r.ops, ['c'])).toEqual([])
     expect(view(r.assignment.slices, r.loads).slice(0, 2)).toEqual([[3, 'c', 300], [3, 'c', 300]])
     expect(r.ops.filter((o) => o.op === 'move').map((o) => [o.from, o.to, o.load])).toEqual([['a', 'b', 50]])
@@ -163,7 +172,7 @@ describe('servers with unknown load (chopper)', () => {
         const loads = deepFreeze(loadsOf(a))
         if (round === 0) {
           const without = chopper.chopperRound(a, loads, opts)
-          if (without.ops.some((o) => o.op === 'move' && unknown.includes(o.to))) attractedWithout++
+          if (givesTo(without.ops, unknown).length > 0) attractedWithout++
         }
         const r = chopper.chopperRound(a, loads, opts, inputs)
         validateAssignment(r.assignment) // tiles the keyspace, names only known ids
@@ -175,9 +184,10 @@ describe('servers with unknown load (chopper)', () => {
         expect(r.churn.merge).toBeLessThanOrEqual(opts.mergeChurnLimit * KEYSPACE_SIZE)
         expect(r.churn.move).toBeLessThanOrEqual(opts.moveChurnLimit * KEYSPACE_SIZE)
         expect(r.churn.total).toBe(keyChurn(a, r.assignment))
-        expect(r.churn.total).toBeLessThanOrEqual(r.churn.merge + r.churn.move)
+        expect(r.churn.replicate).toBeLessThanOrEqual(chopper.defaults.replicaChurnLimit * KEYSPACE_SIZE)
+        expect(r.churn.total).toBeLessThanOrEqual(r.churn.merge + r.churn.move + r.churn.replicate)
         expect(sum(r.loads)).toBeCloseTo(sum(loads), 6)
-        movesAmongKnown += r.ops.filter((o) => o.op === 'move').length
+        movesAmongKnown += r.ops.filter((o) => o.op === 'move' || o.op === 'replicate').length
         a = deepFreeze(r.assignment)
       }
     }
