@@ -6,7 +6,7 @@ const cluster = require('node:cluster')
 const { AggregatorRegistry } = require('prom-client')
 const { RoutingTable } = require('./routing-table')
 const { createControlPlane } = require('./control-plane')
-const { defaults } = require('./frontend')
+const { defaults, createReplicaRouter } = require('./frontend')
 const { InvalidArgumentError, InternalError, TimeoutError } = require('../core/errors')
 const { silent } = require('../core/logger')
 const { freePort } = require('../core/http')
@@ -27,12 +27,18 @@ const OPTIONS_ENV = 'CHOPPER_FRONTEND_WORKER_OPTIONS'
  *
  * Call in the primary only. Options are createFrontend's (plain data: they
  * cross a process boundary, so no logger object for workers: `logLevel`),
- * plus `workers` (default: the number of cores).
+ * plus `workers` (default: the number of cores). Replica choice counts in-flight
+ * requests per worker: each worker chooses on its own requests only.
  * @returns {Promise<{ id, url, controlUrl, workers: number, table, close: () => Promise<void> }>}
  */
 async function startFrontendCluster ({ workers = os.availableParallelism(), logger = silent, startTimeoutMs = 30000, ...options } = {}) {
   if (!cluster.isPrimary) throw new InvalidArgumentError('startFrontendCluster runs in the primary process')
   if (!Number.isInteger(workers) || workers < 1 || workers > 256) throw new InvalidArgumentError('invalid workers: expected an integer from 1 to 256')
+  // Options reach the workers as JSON: functions would vanish on the way.
+  for (const k of ['sizeOf', 'replicaRng']) {
+    if (options[k] !== undefined) throw new InvalidArgumentError(`invalid ${k}: a function cannot reach node:cluster workers${k === 'sizeOf' ? '; use replicaSizeParam' : ''}`)
+  }
+  createReplicaRouter({ ...defaults, ...options }) // refuse bad replica options here, not in every worker
   const log = logger.child({ component: 'frontend-cluster' })
   // node:cluster shares one listening handle per (host, port) among all the
   // primary's workers: port 0 would put two front-end clusters of one process

@@ -20,6 +20,12 @@ const axios = require('axios')
  * common case allocates no promise at all. The returned handle's `abort()`
  * stops the upstream request (the client left).
  *
+ * With a `tracker` (frontend/replica-router.js), `attempt` calls
+ * `tracker.begin(slot, size)` as it dispatches and `tracker.end(slot, size)`
+ * exactly once when the upstream exchange is over: the whole answer read, a
+ * 421 drained, a transport error, or an abort. The in-flight counters replica
+ * choice reads depend on that pairing.
+ *
  * undici is the default: its `dispatch` with a handler object streams the
  * body chunk by chunk into `res` with no Readable in between, and passes the
  * raw header list through without building an object (docs/frontend-performance.md).
@@ -63,10 +69,13 @@ function generationOf (raw) {
  * transport error before the head.
  */
 class ForwardHandler {
-  constructor (res, extra, done) {
+  constructor (res, extra, done, tracker, slot, size) {
     this.res = res
     this.extra = extra
     this.done = done
+    this.tracker = tracker // null: not counted
+    this.slot = slot
+    this.size = size
     this.abort = null
     this.resume = null
     this.misdirected = null
@@ -75,6 +84,8 @@ class ForwardHandler {
 
   onConnect (abort) {
     this.abort = abort
+    // The client left while this request waited for a connection: abortUpstream found no abort to call.
+    if (this.res.destroyed) abort()
   }
 
   onHeaders (statusCode, rawHeaders, resume) {
@@ -104,12 +115,22 @@ class ForwardHandler {
     return false
   }
 
+  /** The upstream exchange is over: count it once (undici ends a dispatch with onComplete or onError). */
+  ended () {
+    const tracker = this.tracker
+    if (tracker === null) return
+    this.tracker = null
+    tracker.end(this.slot, this.size)
+  }
+
   onComplete () {
+    this.ended()
     if (this.misdirected) return this.done(null, this.misdirected)
     this.res.end()
   }
 
   onError (err) {
+    this.ended()
     // The client left before the answer (abortUpstream): nothing to retry for.
     if (!this.committed && this.res.destroyed) return this.done(null, null)
     if (!this.committed) return this.done(err)
@@ -143,8 +164,9 @@ class UndiciForwarder {
     return pool
   }
 
-  attempt (origin, request, res, extra, done) {
-    const handler = new ForwardHandler(res, extra, done)
+  attempt (origin, request, res, extra, done, tracker = null, slot = 0, size = 1) {
+    const handler = new ForwardHandler(res, extra, done, tracker, slot, size)
+    if (tracker !== null) tracker.begin(slot, size)
     this.#pool(origin).dispatch(request, handler)
     return handler // its abort() stops the upstream request when the client leaves
   }
@@ -179,24 +201,43 @@ class AxiosForwarder {
     })
   }
 
-  attempt (origin, request, res, extra, done) {
+  attempt (origin, request, res, extra, done, tracker = null, slot = 0, size = 1) {
     const handle = { abort: null }
-    this.#attempt(origin, request, res, extra, handle).then((outcome) => done(null, outcome), done)
+    let ended = tracker === null
+    const end = () => {
+      if (ended) return
+      ended = true
+      tracker.end(slot, size)
+    }
+    if (tracker !== null) tracker.begin(slot, size)
+    this.#attempt(origin, request, res, extra, handle, end).then((outcome) => done(null, outcome), (err) => { end(); done(err) })
     return handle
   }
 
-  async #attempt (origin, { method, path, headers, body }, res, extra, handle) {
+  async #attempt (origin, { method, path, headers, body }, res, extra, handle, end) {
     const object = {}
     for (let i = 0; i < headers.length; i += 2) object[headers[i]] = headers[i + 1]
     let upstream
+    // The client may leave before the head arrives: abortUpstream cancels the request.
+    const cancel = new AbortController()
+    handle.abort = () => cancel.abort()
     try {
-      upstream = await this.http.request({ url: origin + path, method, headers: object, data: body })
+      upstream = await this.http.request({ url: origin + path, method, headers: object, data: body, signal: cancel.signal })
     } catch (err) {
+      if (res.destroyed) { end(); return null } // the client left: nothing to retry for
       // Map axios' wrapper to the underlying socket code, as undici reports it.
       if (err.code === 'ECONNABORTED') err.code = 'UND_ERR_HEADERS_TIMEOUT'
       throw err
     }
     const stream = upstream.data
+    // The exchange is over when the upstream body ended, failed or was destroyed.
+    stream.once('end', end)
+    stream.once('close', end)
+    stream.once('error', end)
+    if (res.destroyed) { // the client left while we waited for the head
+      stream.destroy()
+      return null
+    }
     if (upstream.status === 421) {
       stream.resume()
       return { misdirected: true, generation: Number(upstream.headers['x-chopper-generation']) }

@@ -6,6 +6,7 @@ const { RoutingTable } = require('./routing-table')
 const { createForwarder } = require('./forwarders')
 const { createProxyHandler } = require('./proxy')
 const { createFrontendMetrics } = require('./metrics')
+const { ReplicaRouter, sizeFromQuery } = require('./replica-router')
 const { ControllerClient } = require('../core/controller-client')
 const { createControlPlane } = require('./control-plane')
 const { jsonErrorHandler, listen, close } = require('../core/http')
@@ -30,6 +31,15 @@ const defaults = Object.freeze({
   defaultMetrics: false, // process metrics in /metrics
   metricsText: undefined, // () => Promise<string>: what /metrics serves instead of this process's registry (cluster workers serve the aggregate)
   controlPlane: true, // false: no control listener and no registration (a node:cluster worker; its primary relays pushes)
+  // Replica choice for reads of replicated slices (docs/replication.md, core/replica-choice.js).
+  replicaChoice: 'p2c', // 'p2c' | 'jsq' | 'lc' | 'lcstar' | 'random' | 'first'
+  sizeOf: undefined, // (req) => number: a request's estimated cost, for jsq and lcstar (in-process only: not passed to node:cluster workers)
+  replicaSizeParam: undefined, // or: the size is this query parameter's value ('n' for compute) ...
+  replicaSizePower: 1, // ... to this power (2 for compute's O(n^2)); without either, every request has size 1
+  lcstarThreshold: undefined, // lcstar: sizes at or above it are long jobs, at most one per server; undefined: none are
+  lcstarMaxDeferred: 1024, // lcstar: long requests waiting for a server without a long job, at most; more go to the least connected
+  lcstarMaxWaitMs: 1000, // lcstar: how long one waits before it goes to the least connected
+  replicaRng: undefined, // () => number in [0, 1) for p2c and random; Math.random by default (tests pass a seeded one)
   logger: silent
 })
 
@@ -47,6 +57,7 @@ function createFrontend (options = {}) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
   if (opts.controllerUrl !== undefined && !/^https?:\/\//.test(opts.controllerUrl)) throw new InvalidArgumentError('invalid controllerUrl: expected an http(s) URL')
+  const router = createReplicaRouter(opts)
   const log = opts.logger.child({ component: 'frontend', frontendId: id })
   const client = opts.controllerUrl ? new ControllerClient({ controllerUrl: opts.controllerUrl }) : null // pulls on 421
   const forwarder = createForwarder(opts.forwarder, { connections: opts.connections, timeoutMs: opts.upstreamTimeoutMs })
@@ -62,7 +73,8 @@ function createFrontend (options = {}) {
       known = now
     }
   })
-  const metrics = createFrontendMetrics({ table, defaultMetrics: opts.defaultMetrics })
+  const metrics = createFrontendMetrics({ table, inflight: () => router.inflight(), defaultMetrics: opts.defaultMetrics })
+  router.attachMetrics(metrics)
 
   // Express serves only the reserved routes; everything else takes the plain
   // http data path (docs/frontend-performance.md).
@@ -78,7 +90,7 @@ function createFrontend (options = {}) {
     res.set('Content-Type', metrics.registry.contentType).send(text)
   })
   reserved.use(jsonErrorHandler(log))
-  const proxy = createProxyHandler({ table, forwarder, metrics, bufferLimit: opts.bufferLimit, holdMs: opts.holdMs, logger: log })
+  const proxy = createProxyHandler({ table, router, forwarder, metrics, bufferLimit: opts.bufferLimit, holdMs: opts.holdMs, logger: log })
   const onData = (req, res) => {
     if ((req.method === 'GET' || req.method === 'HEAD') && isReserved(req.url)) return reserved(req, res)
     proxy(req, res)
@@ -106,7 +118,24 @@ function createFrontend (options = {}) {
     await forwarder.close()
   }
 
-  return { id, start, close: closeFrontend, table, metrics, get urls () { return urls } }
+  return { id, start, close: closeFrontend, table, metrics, replicas: router, get urls () { return urls } }
+}
+
+/** The replica router from the front end's options, each checked by name. */
+function createReplicaRouter (opts) {
+  if (opts.sizeOf !== undefined && opts.replicaSizeParam !== undefined) throw new InvalidArgumentError('invalid sizeOf: pass sizeOf or replicaSizeParam, not both')
+  const sizeOf = opts.replicaSizeParam !== undefined ? sizeFromQuery(opts.replicaSizeParam, opts.replicaSizePower) : opts.sizeOf
+  const t = opts.lcstarThreshold
+  if (t !== undefined && (typeof t !== 'number' || !(t > 0))) throw new InvalidArgumentError('invalid lcstarThreshold: expected a number > 0')
+  if (opts.replicaRng !== undefined && typeof opts.replicaRng !== 'function') throw new InvalidArgumentError('invalid replicaRng: expected a function () => number in [0, 1)')
+  return new ReplicaRouter({
+    policy: opts.replicaChoice,
+    sizeOf,
+    longThreshold: t === undefined ? Infinity : t,
+    maxDeferred: opts.lcstarMaxDeferred,
+    maxWaitMs: opts.lcstarMaxWaitMs,
+    rng: opts.replicaRng
+  })
 }
 
 /** `/healthz` and `/metrics` (with or without a query) are the front end's own. */
@@ -116,4 +145,4 @@ function isReserved (url) {
   return path === '/healthz' || path === '/metrics'
 }
 
-module.exports = { createFrontend, defaults }
+module.exports = { createFrontend, createReplicaRouter, defaults }

@@ -8,6 +8,7 @@ const {
 const { keyFromRawRequest } = require('../core/request-key')
 const { performance } = require('node:perf_hooks')
 const { HOP_BY_HOP, abortUpstream } = require('./forwarders')
+const { DEFER } = require('./replica-router')
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
 // undici refused the request itself (a header it does not accept): the client's fault, 400.
@@ -23,6 +24,11 @@ const MAX_RETRIES = 4
 
 function retryableAfter (err, method) {
   return NOT_SENT_CODES.has(err.code) || IDEMPOTENT.has(method)
+}
+
+/** Reads may go to any replica that admits the slice; writes go to the primary (docs/replication.md). */
+function isRead (method) {
+  return method === 'GET' || method === 'HEAD'
 }
 
 /**
@@ -75,17 +81,24 @@ async function bufferBody (req, limit) {
  * the hot path: docs/frontend-performance.md): key -> fingerprint32 -> binary
  * search -> forward.
  *
+ * The server: `router` (frontend/replica-router.js) picks it. Reads of a
+ * slice that several servers admit choose among them with the replica-choice
+ * policy; writes go to the primary (or the first holder while the primary
+ * does not admit the slice yet); a slice nobody admits goes to its primary,
+ * which holds the request until the grant.
+ *
  * On 421 (our map is stale, the slice is being handed off, or the owner's
  * lease ran out) or an unreachable owner (killed, or gone after a drain), wait
  * up to `holdMs` for a newer map (a push wakes us; we also pull) and retry on
- * the owner it names, when the request can be replayed (no body, or a body
+ * the server it names, when the request can be replayed (no body, or a body
  * small enough to have been buffered) and, after a broken connection, only
- * when its method is idempotent. So a request that meets a handoff or a dead
+ * when its method is idempotent. A read of a replicated slice retries on
+ * another replica without waiting. So a request that meets a handoff or a dead
  * server is delayed, not failed.
  *
  * @returns {(req, res) => void}
  */
-function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRequest, bufferLimit, holdMs = 3000, logger }) {
+function createProxyHandler ({ table, router, forwarder, metrics, keyFrom = keyFromRawRequest, bufferLimit, holdMs = 3000, logger }) {
   // Label lookups are hashed per call in prom-client: keep the children.
   const byCode = new Map()
   const requestsFor = (code) => {
@@ -109,15 +122,15 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
     res.end(text)
   }
 
-  const attemptAsync = (origin, request, res, extra, state) => new Promise((resolve, reject) => {
-    state.upstream = forwarder.attempt(origin, request, res, extra, (err, outcome) => (err ? reject(err) : resolve(outcome)))
+  const attemptAsync = (origin, request, res, extra, state, slot, size) => new Promise((resolve, reject) => {
+    state.upstream = forwarder.attempt(origin, request, res, extra, (err, outcome) => (err ? reject(err) : resolve(outcome)), router, slot, size)
   })
 
   /**
    * The general path: no map yet, a body to buffer, or a first attempt that
    * met a 421 or a transport error (`first`: its result). Retries and holds.
    */
-  async function forward (req, res, state, appKey, key, first) {
+  async function forward (req, res, state, appKey, key, size, first) {
     if (!table.map) await table.refresh()
     if (!table.map) throw new NoAssignmentError('no slice assignment yet: the controller has not pushed one')
 
@@ -133,6 +146,8 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
       }
     }
 
+    const read = isRead(req.method)
+    let tried // servers that failed this request (421, unreachable): a read takes another replica while there is one
     let deadline = 0
     for (let attempt = 0; ; attempt++) {
       let owner, origin, generation, outcome
@@ -142,12 +157,13 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
           if (first.err) throw first.err
           outcome = first.outcome
         } else {
+          const slot = await router.place(table, key, read, size, tried)
           const map = table.map
-          owner = map.ownerOf(key)
+          owner = router.ids[slot]
           origin = map.urlOf(owner)
           generation = map.generation
           outcome = await attemptAsync(origin, { method: req.method, path: req.url, headers: forwardHeaders(req, generation), body }, res,
-            ['x-served-by', owner, 'x-chopper-generation', String(generation)], state)
+            ['x-served-by', owner, 'x-chopper-generation', String(generation)], state, slot, size)
         }
       } catch (err) {
         if (CLIENT_FAULT_CODES.has(err.code)) throw new InvalidArgumentError(`request cannot be forwarded: ${err.message}`, { cause: err })
@@ -155,7 +171,8 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
         if (TIMEOUT_CODES.has(err.code)) throw new UpstreamTimeoutError(`app server ${owner} did not answer in time`, { cause: err })
         if (attempt === 0 && replayable && !NOT_SENT_CODES.has(err.code) && IDEMPOTENT.has(req.method)) {
           // A broken connection, not a refused one: most often a keep-alive
-          // socket the server had just closed. Try the same owner once more.
+          // socket the server had just closed. Try once more (the same owner,
+          // or for a read of a replicated slice, whichever replica the policy picks).
           deadline = Date.now() + holdMs
           metrics.retries.inc({ reason: 'connection' })
           continue
@@ -164,12 +181,14 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
           // A fresh hold from here: the controller moves a dead server's slices
           // only once its lease lapsed, whatever this request already waited.
           deadline = Math.max(deadline, Date.now() + holdMs)
-          // Any newer map will not do: wait for one that routes the key elsewhere.
+          tried = tried ? [...tried, owner] : [owner]
+          // Any newer map will not do: wait for one that routes the key
+          // elsewhere (a read of a replicated slice may have another replica already).
           let next = table.map
-          while (next && next.ownerOf(key) === owner && Date.now() < deadline) {
+          while (next && !router.routesElsewhere(next, key, read, tried) && Date.now() < deadline) {
             next = await table.waitNewer(next.generation, { timeoutMs: deadline - Date.now() })
           }
-          if (next && next.ownerOf(key) !== owner) {
+          if (next && router.routesElsewhere(next, key, read, tried)) {
             metrics.retries.inc({ reason: 'unreachable' })
             continue
           }
@@ -183,6 +202,13 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
         throw new UpstreamUnavailableError(`slice ownership for key ${JSON.stringify(appKey)} is moving; retry the request`)
       }
       if (attempt === 0) deadline = Date.now() + holdMs
+      tried = tried ? [...tried, owner] : [owner]
+      if (read && router.routesElsewhere(table.map, key, read, tried)) {
+        // One replica is behind or no longer holds the slice; another that
+        // our map names may serve the read now, without waiting for a map.
+        metrics.retries.inc({ reason: 'misdirected' })
+        continue
+      }
       // The server told us we are behind, or that it cannot admit the key yet:
       // a newer map decides; wait for it (bounded), then try whoever it names.
       await table.refresh()
@@ -223,20 +249,26 @@ function createProxyHandler ({ table, forwarder, metrics, keyFrom = keyFromRawRe
     const appKey = keyFrom(req)
     if (appKey === undefined) return fail(req, res, state, new MissingKeyError('missing key: pass ?key=K or an X-Chopper-Key header'))
     const key = sliceKey(appKey)
+    const size = router.sizeFor(req)
     const map = table.map
     if (map === null || hasBody(req)) {
-      forward(req, res, state, appKey, key).catch((err) => fail(req, res, state, err))
+      forward(req, res, state, appKey, key, size).catch((err) => fail(req, res, state, err))
       return
     }
-    // The common case, with no promise: one attempt on the owner the map names.
-    const owner = map.ownerOf(key)
+    const slot = router.pick(map, map.indexOf(key), isRead(req.method), size)
+    if (slot === DEFER) { // LC*: every replica runs a long job; wait on the slow path
+      forward(req, res, state, appKey, key, size).catch((err) => fail(req, res, state, err))
+      return
+    }
+    // The common case, with no promise: one attempt on the server the map names.
+    const owner = router.ids[slot]
     const origin = map.urlOf(owner)
     const generation = map.generation
     state.upstream = forwarder.attempt(origin, { method: req.method, path: req.url, headers: forwardHeaders(req, generation), body: null }, res,
       responseHeadersFor(map, owner), (err, outcome) => {
         if (!err && outcome === null) return
-        forward(req, res, state, appKey, key, { err, outcome, owner, origin, generation }).catch((e) => fail(req, res, state, e))
-      })
+        forward(req, res, state, appKey, key, size, { err, outcome, owner, origin, generation }).catch((e) => fail(req, res, state, e))
+      }, router, slot, size)
   }
 }
 

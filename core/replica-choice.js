@@ -1,0 +1,179 @@
+'use strict'
+
+const { InvalidArgumentError } = require('./errors')
+
+/**
+ * Replica choice: which of a replicated slice's servers takes one request
+ * (docs/replication.md, issue 10 item 2). Pure: no I/O, no clock; randomness
+ * only from the `rng` passed in. The front end (frontend/replica-router.js)
+ * and the simulator use the same functions over the same counters.
+ *
+ * Servers are small integer indices into the counters of a ReplicaLoad;
+ * `candidates` is an array (or typed array) of such indices, primary first.
+ * `choose` answers a *position* in `candidates` (so the caller knows whether
+ * the primary was taken), or DEFER. It allocates nothing.
+ *
+ * Policies:
+ * - `p2c` (default): power of two choices on in-flight requests (seed 003,
+ *   "RandomTwoChoice"): two distinct random candidates, the one with fewer in
+ *   flight. Ties go to the one listed first, for cache affinity. With two
+ *   candidates both are compared, so no randomness is drawn.
+ * - `jsq`: join the shortest queue by outstanding work, the sum of the
+ *   estimated sizes in flight (seed 004).
+ * - `lc`: least connected, fewest in flight (seed 004).
+ * - `lcstar`: LC* (seed 004, section 4). A job of size >= the load's
+ *   `longThreshold` is long. A short job goes to the least connected; a long
+ *   one to the least connected server not running a long job, and when every
+ *   candidate runs one, the answer is DEFER: the caller holds the job until a
+ *   long job on a candidate ends (at most one long job per server).
+ * - `random`: uniform. `first`: always the first listed (no balancing).
+ * Every tie goes to the candidate listed first.
+ */
+
+const POLICIES = Object.freeze(['p2c', 'jsq', 'lc', 'lcstar', 'random', 'first'])
+const DEFER = -1
+
+/**
+ * Throws InvalidArgumentError unless `name` is a policy.
+ * @param {string} name
+ * @param {string} [option] the option's name for the message
+ * @returns {string} name
+ */
+function checkPolicy (name, option = 'policy') {
+  if (!POLICIES.includes(name)) {
+    throw new InvalidArgumentError(`invalid ${option}: expected one of ${POLICIES.join(', ')}, got ${JSON.stringify(name)}`)
+  }
+  return name
+}
+
+/**
+ * Per-server counters the policies read: requests in flight, outstanding work
+ * (sum of sizes in flight) and long jobs in flight. The caller calls begin()
+ * when it dispatches a job and end() exactly once when that job is over, with
+ * the same size. Typed arrays, grown on demand: a hot path allocates nothing.
+ */
+class ReplicaLoad {
+  /**
+   * @param {{ capacity?: number, longThreshold?: number }} [options]
+   *   longThreshold: sizes at or above it are long jobs (LC*); Infinity: none are
+   */
+  constructor ({ capacity = 16, longThreshold = Infinity } = {}) {
+    if (!Number.isInteger(capacity) || capacity < 1) throw new InvalidArgumentError('invalid capacity: expected an integer >= 1')
+    if (typeof longThreshold !== 'number' || !(longThreshold > 0)) throw new InvalidArgumentError('invalid longThreshold: expected a number > 0')
+    this.longThreshold = longThreshold
+    this.inflight = new Int32Array(capacity)
+    this.work = new Float64Array(capacity)
+    this.long = new Int32Array(capacity)
+  }
+
+  get capacity () {
+    return this.inflight.length
+  }
+
+  /** Make room for server indices below `n`. */
+  ensure (n) {
+    if (n <= this.inflight.length) return
+    let cap = this.inflight.length
+    while (cap < n) cap *= 2
+    const grow = (old, Type) => { const a = new Type(cap); a.set(old); return a }
+    this.inflight = grow(this.inflight, Int32Array)
+    this.work = grow(this.work, Float64Array)
+    this.long = grow(this.long, Int32Array)
+  }
+
+  /** Whether a job of `size` is long (LC*). */
+  isLong (size) {
+    return size >= this.longThreshold
+  }
+
+  /** A job of `size` was dispatched to `server`. */
+  begin (server, size) {
+    this.inflight[server]++
+    this.work[server] += size
+    if (size >= this.longThreshold) this.long[server]++
+  }
+
+  /** A job of `size` on `server` is over (answered, failed or aborted). */
+  end (server, size) {
+    this.inflight[server]--
+    const w = this.work[server] - size
+    // Float sums of mixed sizes drift; an idle server has no work.
+    this.work[server] = this.inflight[server] === 0 || w < 0 ? 0 : w
+    if (size >= this.longThreshold) this.long[server]--
+  }
+
+  /** Zero one server's counters (a slot handed to a new server). */
+  reset (server) {
+    this.inflight[server] = 0
+    this.work[server] = 0
+    this.long[server] = 0
+  }
+}
+
+/** Position of the candidate with the fewest in flight; ties to the first listed. */
+function leastConnected (candidates, inflight) {
+  let best = 0
+  let min = inflight[candidates[0]]
+  for (let p = 1; p < candidates.length; p++) {
+    const v = inflight[candidates[p]]
+    if (v < min) { min = v; best = p }
+  }
+  return best
+}
+
+/**
+ * Choose a replica for one job.
+ * @param {string} policy one of POLICIES
+ * @param {ArrayLike<number>} candidates server indices into `load`, primary first; not empty
+ * @param {ReplicaLoad} load the counters
+ * @param {number} size the job's estimated size (jsq, lcstar); 1 when unknown
+ * @param {() => number} [rng] uniform in [0, 1); Math.random by default
+ * @returns {number} a position in `candidates`, or DEFER (-1; lcstar only)
+ */
+function choose (policy, candidates, load, size, rng = Math.random) {
+  const n = candidates.length
+  switch (policy) {
+    case 'p2c': {
+      if (n === 1) return 0
+      const inflight = load.inflight
+      if (n === 2) return inflight[candidates[1]] < inflight[candidates[0]] ? 1 : 0
+      let a = Math.floor(rng() * n)
+      let b = Math.floor(rng() * (n - 1))
+      if (b >= a) b++ // two distinct positions, each pair equally likely
+      if (b < a) { const t = a; a = b; b = t } // a listed first: it wins ties
+      return inflight[candidates[b]] < inflight[candidates[a]] ? b : a
+    }
+    case 'lc':
+      return n === 1 ? 0 : leastConnected(candidates, load.inflight)
+    case 'jsq': {
+      const work = load.work
+      let best = 0
+      let min = work[candidates[0]]
+      for (let p = 1; p < n; p++) {
+        const v = work[candidates[p]]
+        if (v < min) { min = v; best = p }
+      }
+      return best
+    }
+    case 'lcstar': {
+      if (size < load.longThreshold) return n === 1 ? 0 : leastConnected(candidates, load.inflight)
+      const inflight = load.inflight
+      const long = load.long
+      let best = DEFER
+      let min = Infinity
+      for (let p = 0; p < n; p++) {
+        const s = candidates[p]
+        if (long[s] === 0 && inflight[s] < min) { min = inflight[s]; best = p }
+      }
+      return best
+    }
+    case 'random':
+      return n === 1 ? 0 : Math.floor(rng() * n)
+    case 'first':
+      return 0
+    default:
+      checkPolicy(policy)
+  }
+}
+
+module.exports = { POLICIES, DEFER, checkPolicy, choose, leastConnected, ReplicaLoad }

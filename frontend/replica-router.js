@@ -1,0 +1,275 @@
+'use strict'
+
+const { choose, leastConnected, checkPolicy, DEFER, ReplicaLoad } = require('../core/replica-choice')
+const { InvalidArgumentError } = require('../core/errors')
+
+/**
+ * The front end's side of replica choice (docs/replication.md, "Routing"):
+ * which server takes a request, and the per-server counters the policies
+ * read (core/replica-choice.js).
+ *
+ * Servers get small integer slots, stable across maps, so a request that
+ * started under one map ends on the right counter under the next. Per map,
+ * each slice gets its default target (the primary, or the first holder when
+ * the primary does not admit the slice yet; the primary when nobody admits
+ * it) and, when several servers admit it, its candidate slots. Reads of a
+ * replicated slice choose among the candidates; everything else goes to the
+ * target. `pick` allocates nothing.
+ *
+ * Every forwarding attempt is counted: begin when dispatched, end exactly
+ * once when the upstream exchange is over, whatever the outcome
+ * (frontend/forwarders.js calls both). The counters are this process's own:
+ * several front ends, or node:cluster workers, do not see each other's
+ * requests (the caveat of seed 003; P2C's randomness is what copes with it).
+ *
+ * LC* defers a long request when every candidate runs a long job: it waits,
+ * in arrival order, until a long job on one of its candidates ends or the map
+ * changes, then chooses again; at most `maxDeferred` wait, each at most
+ * `maxWaitMs`, and after that (or when the queue is full) it goes to the
+ * least connected candidate.
+ */
+class ReplicaRouter {
+  /**
+   * @param {object} options
+   * @param {string} [options.policy] core/replica-choice.js POLICIES
+   * @param {(req) => number} [options.sizeOf] a request's estimated size (jsq, lcstar)
+   * @param {number} [options.longThreshold] sizes at or above it are long jobs (lcstar)
+   * @param {number} [options.maxDeferred] LC*: long requests waiting at once, at most
+   * @param {number} [options.maxWaitMs] LC*: how long one waits, at most
+   * @param {() => number} [options.rng]
+   */
+  constructor ({ policy = 'p2c', sizeOf, longThreshold = Infinity, maxDeferred = 1024, maxWaitMs = 1000, rng = Math.random } = {}) {
+    checkPolicy(policy, 'replicaChoice')
+    if (sizeOf !== undefined && typeof sizeOf !== 'function') throw new InvalidArgumentError('invalid sizeOf: expected a function (req) => number')
+    if (!Number.isInteger(maxDeferred) || maxDeferred < 0) throw new InvalidArgumentError('invalid lcstarMaxDeferred: expected an integer >= 0')
+    if (!Number.isInteger(maxWaitMs) || maxWaitMs < 0) throw new InvalidArgumentError('invalid lcstarMaxWaitMs: expected an integer >= 0')
+    this.policy = policy
+    this.load = new ReplicaLoad({ longThreshold })
+    // Sizes matter to jsq and lcstar only; the others count every request as 1.
+    this.needsSize = sizeOf !== undefined && (policy === 'jsq' || policy === 'lcstar')
+    this.sizeOf = sizeOf || one
+    this.maxDeferred = maxDeferred
+    this.maxWaitMs = maxWaitMs
+    this.rng = rng
+    this.slots = new Map() // server id -> slot
+    this.ids = [] // slot -> server id
+    this.free = []
+    this.map = null
+    this.target = null // Int32Array: slot per slice for writes and single-admitter slices
+    this.primary = null // Int32Array: slot of each slice's primary
+    this.candidates = null // per slice: Int32Array of admitter slots when >= 2 admit it, else null
+    this.waiting = [] // LC*: deferred long requests, oldest first
+    this.stats = { deferred: 0, dispatched: 0, timedOut: 0, overflowed: 0 }
+    this.toPrimary = null
+    this.toOther = null
+    this.deferredMetric = null
+  }
+
+  /** Count choices and deferrals in the front end's metrics (frontend/metrics.js). */
+  attachMetrics (metrics) {
+    // Label lookups hash per call in prom-client: keep the children.
+    this.toPrimary = metrics.replicaChoices.labels('primary')
+    this.toOther = metrics.replicaChoices.labels('other')
+    this.deferredMetric = metrics.replicaDeferred
+  }
+
+  /** The size of `req` when the policy uses sizes, else 1. */
+  sizeFor (req) {
+    return this.needsSize ? this.sizeOf(req) : 1
+  }
+
+  #slot (id) {
+    let s = this.slots.get(id)
+    if (s === undefined) {
+      s = this.free.length > 0 ? this.free.pop() : this.ids.length
+      this.slots.set(id, s)
+      this.ids[s] = id
+      this.load.ensure(s + 1)
+      this.load.reset(s)
+    }
+    return s
+  }
+
+  /** Build the per-map tables (once per map; pushes are rare, requests are not). */
+  sync (map) {
+    if (map === this.map) return
+    const n = map.size
+    const target = new Int32Array(n)
+    const primary = new Int32Array(n)
+    const candidates = new Array(n).fill(null)
+    for (let i = 0; i < n; i++) {
+      const owner = map.owners[i]
+      const admitters = map.admitters[i]
+      primary[i] = this.#slot(owner)
+      target[i] = admitters.length === 0 || admitters.includes(owner) ? primary[i] : this.#slot(admitters[0])
+      if (admitters.length > 1) {
+        const c = new Int32Array(admitters.length)
+        for (let p = 0; p < admitters.length; p++) c[p] = this.#slot(admitters[p])
+        candidates[i] = c
+      }
+    }
+    // Free the slots of servers that left once nothing is in flight on them.
+    const live = map.assignment.servers
+    for (const [id, s] of this.slots) {
+      if (Object.hasOwn(live, id) || this.load.inflight[s] !== 0) continue
+      this.slots.delete(id)
+      this.ids[s] = undefined
+      this.free.push(s)
+    }
+    this.map = map
+    this.target = target
+    this.primary = primary
+    this.candidates = candidates
+    // Waiting requests choose again under the new map.
+    for (const w of this.waiting.splice(0)) w.wake(true)
+  }
+
+  /**
+   * The slot of the server for a request to slice `i` of `map`, or DEFER
+   * (LC*: wait with `place`). `avoid`: server ids not to take while another
+   * candidate exists (they answered 421 or were unreachable for this request).
+   */
+  pick (map, i, read, size, avoid) {
+    if (map !== this.map) this.sync(map)
+    const c = read ? this.candidates[i] : null
+    if (c === null) return this.target[i]
+    let pos = choose(this.policy, c, this.load, size, this.rng)
+    if (avoid !== undefined && pos !== DEFER && avoid.includes(this.ids[c[pos]])) {
+      const other = this.#other(c, avoid)
+      if (other !== -1) pos = other
+    }
+    if (pos === DEFER) return DEFER
+    const slot = c[pos]
+    if (this.toPrimary !== null) (slot === this.primary[i] ? this.toPrimary : this.toOther).inc()
+    return slot
+  }
+
+  /** The least connected candidate not in `avoid`, or -1. */
+  #other (c, avoid) {
+    let best = -1
+    for (let p = 0; p < c.length; p++) {
+      if (avoid.includes(this.ids[c[p]])) continue
+      if (best === -1 || this.load.inflight[c[p]] < this.load.inflight[c[best]]) best = p
+    }
+    return best
+  }
+
+  /** Whether `map` may send a request for `key` to a server not in `avoid`. */
+  routesElsewhere (map, key, read, avoid) {
+    if (map !== this.map) this.sync(map)
+    const i = map.indexOf(key)
+    const c = read ? this.candidates[i] : null
+    if (c === null) return !avoid.includes(this.ids[this.target[i]])
+    for (let p = 0; p < c.length; p++) if (!avoid.includes(this.ids[c[p]])) return true
+    return false
+  }
+
+  /**
+   * `pick` for the slow path: when LC* defers, wait (bounded) and choose
+   * again; after the wait, or with the queue full, the least connected.
+   * @returns {Promise<number>} a slot
+   */
+  async place (table, key, read, size, avoid) {
+    let deadline = 0
+    for (;;) {
+      const map = table.map
+      const i = map.indexOf(key)
+      const slot = this.pick(map, i, read, size, avoid)
+      if (slot !== DEFER) {
+        if (deadline !== 0) this.#count('dispatched')
+        return slot
+      }
+      const now = Date.now()
+      if (deadline === 0) {
+        deadline = now + this.maxWaitMs
+        this.stats.deferred++
+      }
+      if (this.waiting.length >= this.maxDeferred) return this.#fallback(map, i, 'overflowed', 'overflow')
+      if (now >= deadline || !(await this.#wait(this.candidates[i], deadline - now))) return this.#fallback(table.map, table.map.indexOf(key), 'timedOut', 'timeout')
+    }
+  }
+
+  #count (stat, label = stat) {
+    this.stats[stat]++
+    if (this.deferredMetric) this.deferredMetric.inc({ outcome: label })
+  }
+
+  #fallback (map, i, stat, label) {
+    this.#count(stat, label)
+    if (map !== this.map) this.sync(map)
+    const c = this.candidates[i]
+    return c === null ? this.target[i] : c[leastConnected(c, this.load.inflight)]
+  }
+
+  /** Resolves true when woken (a long job ended on a candidate, or a new map), false at the timeout. */
+  #wait (candidates, ms) {
+    return new Promise((resolve) => {
+      const w = {
+        candidates,
+        wake: (woken) => { clearTimeout(w.timer); resolve(woken) },
+        timer: setTimeout(() => {
+          const at = this.waiting.indexOf(w)
+          if (at !== -1) this.waiting.splice(at, 1)
+          resolve(false)
+        }, ms)
+      }
+      this.waiting.push(w)
+    })
+  }
+
+  /** A request of `size` was dispatched to `slot`. */
+  begin (slot, size) {
+    this.load.begin(slot, size)
+  }
+
+  /** That request's upstream exchange is over (answered, failed or aborted). */
+  end (slot, size) {
+    this.load.end(slot, size)
+    if (this.waiting.length === 0 || size < this.load.longThreshold) return
+    // A long job ended: the oldest request waiting for this server goes first.
+    for (let k = 0; k < this.waiting.length; k++) {
+      if (this.waiting[k].candidates.includes(slot)) {
+        this.waiting.splice(k, 1)[0].wake(true)
+        return
+      }
+    }
+  }
+
+  /** In-flight requests per server id (servers with none left out), for /metrics and tests. */
+  inflight () {
+    const out = {}
+    for (const [id, s] of this.slots) if (this.load.inflight[s] !== 0) out[id] = this.load.inflight[s]
+    return out
+  }
+}
+
+function one () {
+  return 1
+}
+
+/**
+ * A sizeOf from a query parameter: its numeric value to the power `power`
+ * (compute's `n` with power 2: the app's O(n^2) loop). A request without it,
+ * or with a value that is not a non-negative number, has size 1.
+ */
+function sizeFromQuery (param, power = 1) {
+  if (typeof param !== 'string' || !/^[A-Za-z0-9_.-]+$/.test(param)) throw new InvalidArgumentError('invalid replicaSizeParam: expected a query parameter name')
+  if (typeof power !== 'number' || !(power > 0) || power > 4) throw new InvalidArgumentError('invalid replicaSizePower: expected a number in (0, 4]')
+  const prefix = param + '='
+  return function sizeOf (req) {
+    const url = req.url
+    let at = url.indexOf('?')
+    while (at !== -1) {
+      if (url.startsWith(prefix, at + 1)) {
+        let end = url.indexOf('&', at + 1)
+        if (end === -1) end = url.length
+        const v = Number(url.slice(at + 1 + prefix.length, end))
+        return Number.isFinite(v) && v >= 0 ? Math.max(1, v ** power) : 1
+      }
+      at = url.indexOf('&', at + 1)
+    }
+    return 1
+  }
+}
+
+module.exports = { ReplicaRouter, sizeFromQuery, DEFER }
