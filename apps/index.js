@@ -39,6 +39,8 @@ async function startApp (appModule, { id, appOptions = {}, registry = new Regist
   const server = createAppServer({
     // The app's own default consistency (kv-cache: strict) unless the caller chose one.
     ...(instance.consistency ? { consistency: instance.consistency } : {}),
+    // ... and its own cost measure (compute: CPU time) unless the caller chose one.
+    ...(instance.cost ? { cost: instance.cost } : {}),
     ...serverOptions,
     id,
     app: instance.app,

@@ -4,7 +4,7 @@ const http = require('node:http')
 const express = require('express')
 const { Registry, Gauge } = require('prom-client')
 const { ShardGuard } = require('./shard-guard')
-const { shardGuardMiddleware, defaultKeyFrom } = require('./middleware')
+const { shardGuardMiddleware, defaultKeyFrom, COST_MODES } = require('./middleware')
 const { createControlApp } = require('./control-app')
 const { ControllerClient } = require('../core/controller-client')
 const { jsonErrorHandler, listen, close } = require('../core/http')
@@ -25,6 +25,10 @@ const defaults = Object.freeze({
   reregisterMs: 10000, // re-register this often (idempotent) so a restarted controller relearns us; 0 disables
   keyFrom: defaultKeyFrom,
   enforceOwnership: true, // false: serve every key (no 421), still counting; for non-Chopper baselines
+  // What a request costs in the load report (busy ms per slice): 'wall' from
+  // admission until the response closes; 'cpu' the process's CPU time across
+  // the handler's synchronous part (CPU-bound apps). setRequestCost overrides.
+  cost: 'wall',
   // 'strict': admit only under a live lease from the controller (exclusive
   // admission; a controller outage longer than a lease stops this server).
   // 'available': keep serving the last map without a controller. See docs/ownership.md.
@@ -51,6 +55,7 @@ function createAppServer (options) {
   const { id, app, host, port, controlPort, advertiseHost, controllerUrl, registerTimeoutMs, keyFrom, logger } = opts
   if (typeof id !== 'string' || !/^[A-Za-z0-9._-]+$/.test(id)) throw new InvalidArgumentError('invalid id: expected a non-empty string of [A-Za-z0-9._-]')
   if (typeof app !== 'function') throw new InvalidArgumentError('invalid app: expected an Express app or request handler')
+  if (!COST_MODES.includes(opts.cost)) throw new InvalidArgumentError(`invalid cost: expected one of ${COST_MODES.join(', ')}, got ${JSON.stringify(opts.cost)}`)
   if (controllerUrl !== undefined && !/^https?:\/\//.test(controllerUrl)) throw new InvalidArgumentError('invalid controllerUrl: expected an http(s) URL')
   const log = logger.child({ component: 'appserver', serverId: id })
   const registry = opts.registry || new Registry()
@@ -66,7 +71,7 @@ function createAppServer (options) {
   data.disable('x-powered-by')
   data.disable('etag')
   data.get('/healthz', (req, res) => res.json({ ok: true, serverId: id, generation: guard.generation }))
-  data.use(shardGuardMiddleware(guard, { keyFrom, enforce: opts.enforceOwnership }))
+  data.use(shardGuardMiddleware(guard, { keyFrom, enforce: opts.enforceOwnership, cost: opts.cost }))
   data.use(app)
   data.use((req, res, next) => next(new NotFoundError(`no route for ${req.method} ${req.path}`)))
   data.use(jsonErrorHandler(log))

@@ -1,7 +1,7 @@
 // Type declarations for @chopper/appserver-lib, written from appserver-lib/*.js
 // and the core/ modules it uses. The package is CommonJS; these describe its
 // exports: createAppServer, defaults, ShardGuard, CONSISTENCY,
-// shardGuardMiddleware and defaultKeyFrom.
+// shardGuardMiddleware, defaultKeyFrom, setRequestCost and COST_MODES.
 
 import type { Server } from 'node:http'
 import type { Application, Request, RequestHandler } from 'express'
@@ -15,14 +15,24 @@ import type { Registry } from 'prom-client'
  */
 export type Consistency = 'strict' | 'available'
 
+/**
+ * How a request's cost (busy ms, reported per slice) is measured. 'wall': from
+ * admission until the response closes. 'cpu': the process's CPU time across
+ * the synchronous part of the handler (CPU-bound apps). `setRequestCost`
+ * overrides either.
+ */
+export type CostMode = 'wall' | 'cpu'
+
 /** One slice of the keyspace: half-open [start, end) of 32-bit slice keys. */
 export interface AssignmentSlice {
   start: number
   end: number
-  /** Owners, primary first; only `servers[0]` admits the slice. */
+  /** Every server holding the slice, primary first; all of them admit it (replicas) outside a handoff. */
   servers: string[]
-  /** A fenced handoff is in progress: nobody admits the slice until the next generation. */
+  /** A fenced handoff is in progress: only `holders` (if any) admit the slice until the next generation. */
   moving?: boolean
+  /** With `moving`: the servers that keep admitting the slice during the handoff. */
+  holders?: string[]
 }
 
 /**
@@ -97,6 +107,8 @@ export interface AppServerOptions {
   keyFrom?: KeyFrom
   /** false: serve every key (no 421), still counting; for baselines without Chopper. Default true. */
   enforceOwnership?: boolean
+  /** How a request's cost is measured for the load report. Default 'wall'. */
+  cost?: CostMode
   /** Default 'available'. */
   consistency?: Consistency
   /** Lease renewal period in ms (integer >= 1). Default 250. */
@@ -181,6 +193,7 @@ export const defaults: Readonly<{
   reregisterMs: number
   keyFrom: KeyFrom
   enforceOwnership: boolean
+  cost: CostMode
   consistency: Consistency
   renewMs: number
   holdMs: number
@@ -215,6 +228,8 @@ export interface SliceMap {
   readonly size: number
   readonly starts: Uint32Array
   readonly owners: string[]
+  /** Every server listed for each slice, primary first. */
+  readonly replicas: string[][]
   /** 1 where the slice is in a fenced handoff. */
   readonly moving: Uint8Array
   readonly hasMoving: boolean
@@ -225,9 +240,12 @@ export interface SliceMap {
   urlOf (serverId: string): string | undefined
 }
 
-/** Returned by begin(), passed back to end(): the map generation a request was admitted under. */
+/** Returned by begin(), passed back to end(): one per installed map, shared by the requests admitted under it. */
 export interface InflightToken {
+  /** The generation the request was admitted under. */
   readonly generation: number
+  /** The map the request was admitted under (its slice's replicas, its range for the cost). */
+  readonly map: SliceMap
 }
 
 export interface SetAssignmentResult {
@@ -249,7 +267,7 @@ export interface ShardGuardStats {
   assignmentsRejected: number
 }
 
-/** A load report: per-range request counts the controller has not acknowledged yet. */
+/** A load report: per-range request counts and cost (busy ms) the controller has not acknowledged yet. */
 export interface LoadReport {
   serverId: string
   generation: number
@@ -258,7 +276,8 @@ export interface LoadReport {
   seq: number
   /** How many collection periods the report spans. */
   frames: number
-  entries: Array<{ start: number, end: number, count: number }>
+  /** `count` requests and their `cost` in ms (rounded to the µs); a request's cost is reported once it finished, so an entry may carry cost and no count. */
+  entries: Array<{ start: number, end: number, count: number, cost: number }>
 }
 
 /**
@@ -317,8 +336,12 @@ export class ShardGuard {
   admitOrHold (key: number, routedGeneration: number, abandoned?: () => boolean): Promise<number>
   /** Mark a request admitted under the current map as running. */
   begin (): InflightToken
-  /** The request admitted under `token`'s map finished. */
-  end (token: InflightToken): void
+  /**
+   * The request admitted under `token`'s map finished. With `slice` (the index
+   * admitSliceKey returned) and `costMs`, its busy time is added to that slice's
+   * range in the map that admitted it, even when the map changed since.
+   */
+  end (token: InflightToken, slice?: number, costMs?: number): void
   /** Resolves true once every request admitted under older maps finished, false on timeout. */
   waitDrained (timeoutMs: number): Promise<boolean>
   /** The 421 error for a key this server does not own, carrying the generation. */
@@ -327,7 +350,7 @@ export class ShardGuard {
   leaseExpiredError (): ChopperError
   /** Note the generation a front end routed with (counts stale routing). */
   observeRoutedGeneration (generation: number): void
-  /** Counts not yet acknowledged; pass the last report the controller used as `ack`. Reading loses nothing. */
+  /** Counts and cost not yet acknowledged; pass the last report the controller used as `ack`. Reading loses nothing. */
   report (ack?: { instance?: string, seq?: number }): LoadReport
 }
 
@@ -336,6 +359,8 @@ export interface ShardGuardMiddlewareOptions {
   keyFrom?: KeyFrom
   /** false: serve every key and only count. Default true. */
   enforce?: boolean
+  /** How a request's cost is measured for the load report. Default 'wall'. */
+  cost?: CostMode
 }
 
 /**
@@ -343,9 +368,23 @@ export interface ShardGuardMiddlewareOptions {
  * generation, and an X-Chopper-Generation header) for a key this server may not
  * admit, after holding it up to holdMs when the deciding map is on its way;
  * otherwise counts the request, tracks it in flight until the response closes,
- * sets `req.sliceKey`, `req.chopperGeneration` and X-Served-By, and calls next().
+ * sets `req.sliceKey`, `req.chopperGeneration`, `req.chopperReplicas` and
+ * X-Served-By, and calls next(). When the response closes, the request's cost
+ * goes to its slice in the map that admitted it. Throws a ChopperError
+ * (CHOPPER_ERR_INVALID_ARG) for an unknown `cost` mode.
  */
 export function shardGuardMiddleware (guard: ShardGuard, options?: ShardGuardMiddlewareOptions): RequestHandler
+
+/**
+ * State a request's cost in ms (a finite number >= 0) instead of what the
+ * middleware measures, e.g. a modelled service time. The last call before the
+ * response closes wins. Throws a ChopperError (CHOPPER_ERR_INVALID_ARG) for an
+ * invalid cost.
+ */
+export function setRequestCost (req: Request, ms: number): void
+
+/** The cost modes, in the order the error messages list them. */
+export const COST_MODES: readonly CostMode[]
 
 /** `?key=` when non-empty, else the X-Chopper-Key header, else undefined. */
 export function defaultKeyFrom (req: Request): string | undefined
@@ -361,6 +400,12 @@ declare global {
        * key should refuse the write.
        */
       chopperGeneration?: number
+      /**
+       * The admitted slice's servers (primary first) under the map that admitted
+       * the request; set by the shard guard. Undefined when the request was not
+       * admitted (enforceOwnership: false serving a key this server does not hold).
+       */
+      chopperReplicas?: readonly string[]
     }
   }
 }

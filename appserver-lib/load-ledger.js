@@ -3,10 +3,10 @@
 const crypto = require('node:crypto')
 
 /**
- * Per-range request counts that a read never loses (issue: "load reports that
- * lose nothing and lie about nothing").
+ * Per-range request counts and cost (busy milliseconds) that a read never
+ * loses (issue: "load reports that lose nothing and lie about nothing").
  *
- * Counts accumulate in frames. Every read closes the open frame under the next
+ * Counts and costs accumulate in frames. Every read closes the open frame under the next
  * sequence number and returns every frame the controller has not acknowledged,
  * merged. The controller acknowledges a sequence number only after it has used
  * that report (`ack` on its next read), so a read whose answer is lost (a
@@ -24,19 +24,23 @@ class LoadLedger {
     this.instance = crypto.randomBytes(6).toString('base64url')
     this.maxFrames = maxFrames
     this.seq = 0
-    this.open = [] // { start, end, count } of the open frame
+    this.open = [] // { start, end, count, cost } of the open frame
     this.frames = [] // { seq, entries } closed, unacknowledged
   }
 
-  /** Add counts of one slice to the open frame. */
-  add (start, end, count) {
-    if (count > 0) this.open.push({ start, end, count })
+  /**
+   * Add one slice's requests and their cost (ms) to the open frame. Either may
+   * be 0: a request's cost can arrive after its count was flushed (it finished
+   * after a map change or a report).
+   */
+  add (start, end, count, cost = 0) {
+    if (count > 0 || cost > 0) this.open.push({ start, end, count, cost })
   }
 
   /**
    * Close the open frame and return everything not yet acknowledged.
    * @param {{ instance?: string, seq?: number }} [ack] the controller's last used report
-   * @returns {{ instance: string, seq: number, frames: number, entries: {start,end,count}[] }}
+   * @returns {{ instance: string, seq: number, frames: number, entries: {start,end,count,cost}[] }}
    */
   read (ack = {}) {
     if (ack.instance === this.instance && Number.isSafeInteger(ack.seq)) {
@@ -47,7 +51,7 @@ class LoadLedger {
     if (this.frames.length > this.maxFrames) {
       // The controller has not acknowledged for a long time: keep the counts, lose the framing.
       const folded = this.frames.splice(0, this.frames.length - this.maxFrames + 1)
-      this.frames.unshift({ seq: folded[folded.length - 1].seq, entries: folded.flatMap((f) => f.entries), folded: folded.length })
+      this.frames.unshift({ seq: folded[folded.length - 1].seq, entries: folded.flatMap((f) => f.entries), folded: folded.reduce((n, f) => n + (f.folded || 1), 0) })
     }
     const entries = []
     let frames = 0
@@ -59,16 +63,22 @@ class LoadLedger {
   }
 }
 
-/** Sum entries with identical ranges, so repeated reads stay small. */
+/** Sum entries with identical ranges, so repeated reads stay small. Costs are rounded to the microsecond. */
 function coalesce (entries) {
   const byRange = new Map()
   for (const e of entries) {
     const k = `${e.start}:${e.end}`
     const prev = byRange.get(k)
-    if (prev) prev.count += e.count
-    else byRange.set(k, { start: e.start, end: e.end, count: e.count })
+    if (prev) {
+      prev.count += e.count
+      prev.cost += e.cost
+    } else {
+      byRange.set(k, { start: e.start, end: e.end, count: e.count, cost: e.cost })
+    }
   }
-  return [...byRange.values()].sort((a, b) => a.start - b.start || a.end - b.end)
+  const out = [...byRange.values()].sort((a, b) => a.start - b.start || a.end - b.end)
+  for (const e of out) e.cost = Math.round(e.cost * 1000) / 1000
+  return out
 }
 
 module.exports = { LoadLedger }

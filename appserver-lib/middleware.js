@@ -1,8 +1,27 @@
 'use strict'
 
+const { performance } = require('node:perf_hooks')
 const { sliceKey } = require('../core/keyspace')
-const { MissingKeyError } = require('../core/errors')
+const { MissingKeyError, InvalidArgumentError } = require('../core/errors')
 const { defaultKeyFrom } = require('../core/request-key')
+
+/** How a request's cost (busy time reported per slice) is measured; see shardGuardMiddleware. */
+const COST_MODES = ['wall', 'cpu']
+// A symbol, not a public field: setRequestCost is the API.
+const STATED_COST = Symbol('chopper.requestCost')
+
+/**
+ * State the cost of a request (ms) yourself, instead of what the middleware
+ * measures (wall or CPU time): for example a modelled service time, or the
+ * work a request queued elsewhere. The last call before the response closes
+ * wins. Only requests the shard guard admitted are counted.
+ * @param {import('express').Request} req
+ * @param {number} ms a finite number >= 0
+ */
+function setRequestCost (req, ms) {
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) throw new InvalidArgumentError(`invalid cost: expected a finite number of ms >= 0, got ${String(ms)}`)
+  req[STATED_COST] = ms
+}
 
 /**
  * Express middleware enforcing ownership: 400 without a key; 421 (with our
@@ -10,24 +29,59 @@ const { defaultKeyFrom } = require('../core/request-key')
  * when the map that decides it is on its way (a fenced handoff, or a front end
  * that already routes with a newer generation); else counts the request,
  * tracks it as in flight until the response closes (a handoff waits for it),
- * sets `req.sliceKey` and `req.chopperGeneration` (the generation it was
- * admitted under: a fencing token for the app's writes) and `X-Served-By`, and
- * calls the app.
+ * sets `req.sliceKey`, `req.chopperGeneration` (the generation it was
+ * admitted under: a fencing token for the app's writes), `req.chopperReplicas`
+ * (the slice's servers under that map, primary first) and `X-Served-By`, and
+ * calls the app. When the response closes, the request's cost goes to its
+ * slice's range in the map that admitted it.
  * @param {import('./shard-guard').ShardGuard} guard
- * @param {{ keyFrom?: (req) => string|undefined, enforce?: boolean }} [options]
+ * @param {{ keyFrom?: (req) => string|undefined, enforce?: boolean, cost?: 'wall'|'cpu' }} [options]
  *   enforce: false serves every key and only counts (for baselines such as
  *   HAProxy hashing in front of the same servers, where there is no slice map).
+ *   cost: 'wall' (default) measures from admission until the response closes
+ *   (includes waiting on I/O and on the event loop); 'cpu' measures the
+ *   process's CPU time across the synchronous part of the handler (for
+ *   CPU-bound apps; work the handler defers is not seen). setRequestCost
+ *   overrides either.
  */
-function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true } = {}) {
-  function admitted (req, res, next, key) {
+function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true, cost = 'wall' } = {}) {
+  if (!COST_MODES.includes(cost)) throw new InvalidArgumentError(`invalid cost: expected one of ${COST_MODES.join(', ')}, got ${JSON.stringify(cost)}`)
+
+  // The token (one per map) carries the map that admitted the request: its
+  // replicas for the app, its slice range for the cost, whatever map is
+  // installed when the request ends. A closure rather than a property added
+  // to `res` (measured: an expando on Node's response objects cost more per
+  // request than the closure).
+  function admittedWall (req, res, next, key, slice) {
     const token = guard.begin()
-    // A closure rather than a property added to `res` (measured: an expando on
-    // Node's response objects cost more per request than the closure).
-    res.once('close', () => guard.end(token))
+    const t0 = performance.now()
+    res.once('close', () => {
+      const stated = req[STATED_COST]
+      guard.end(token, slice, stated === undefined ? performance.now() - t0 : stated)
+    })
     req.sliceKey = key
     req.chopperGeneration = token.generation
+    req.chopperReplicas = token.map.replicas[slice]
     next()
   }
+
+  function admittedCpu (req, res, next, key, slice) {
+    const token = guard.begin()
+    let cpuMs = 0
+    res.once('close', () => {
+      const stated = req[STATED_COST]
+      guard.end(token, slice, stated === undefined ? cpuMs : stated)
+    })
+    req.sliceKey = key
+    req.chopperGeneration = token.generation
+    req.chopperReplicas = token.map.replicas[slice]
+    const c0 = process.cpuUsage()
+    next()
+    const d = process.cpuUsage(c0)
+    cpuMs = (d.user + d.system) / 1000
+  }
+
+  const admitted = cost === 'cpu' ? admittedCpu : admittedWall
 
   function refuse (req, res, next, appKey, verdict) {
     res.setHeader('X-Chopper-Generation', String(guard.generation))
@@ -43,7 +97,7 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
     if (header !== undefined) guard.observeRoutedGeneration(routed)
     const key = sliceKey(appKey)
     const verdict = guard.admitSliceKey(key)
-    if (verdict >= 0) return admitted(req, res, next, key)
+    if (verdict >= 0) return admitted(req, res, next, key, verdict)
     if (!enforce) {
       req.sliceKey = key
       req.chopperGeneration = guard.generation
@@ -59,7 +113,7 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
       guard.admitOrHold(key, routed, () => gone).then((v) => {
         res.off('close', onClose)
         if (gone) return
-        if (v >= 0) admitted(req, res, next, key)
+        if (v >= 0) admitted(req, res, next, key, v)
         else refuse(req, res, next, appKey, v)
       }, next)
       return
@@ -68,4 +122,4 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
   }
 }
 
-module.exports = { shardGuardMiddleware, defaultKeyFrom }
+module.exports = { shardGuardMiddleware, defaultKeyFrom, setRequestCost, COST_MODES }

@@ -16,7 +16,7 @@ const CONSISTENCY = ['strict', 'available']
  * The framework-free core of appserver-lib: holds this server's view of the
  * assignment, decides admission per key, tracks in-flight requests per map
  * generation (for fenced handoff), holds the lease (strict mode), and counts
- * requests per slice.
+ * requests and their cost (busy ms) per slice.
  *
  * Admission needs three things (docs/ownership.md): the key's slice names this
  * server first, the slice is not `moving` (a handoff in progress), and, in
@@ -25,7 +25,10 @@ const CONSISTENCY = ['strict', 'available']
  * Counting is allocation-free on the request path: one Float64Array slot per
  * slice of the current map. Counts of an older map are folded into range
  * entries of the load ledger when a new map arrives, so a report always
- * describes real ranges even when the layout changed mid-period.
+ * describes real ranges even when the layout changed mid-period. Costs are
+ * known only when a request ends, possibly under a later map: they go to a
+ * Float64Array on the in-flight token of the map that admitted the request
+ * (`begin()`), and reach the ledger as ranges of that map.
  */
 class ShardGuard {
   /**
@@ -139,7 +142,7 @@ class ShardGuard {
     const results = []
     if (released.length) results.push(this.#callHook('onRelease', released, ctx))
     if (this.current && this.current.inflight > 0) this.older.push(this.current)
-    this.current = { generation: assignment.generation, inflight: 0 }
+    this.current = inflightToken(assignment.generation, map)
     this.map = map
     this.owned = owned
     this.counts = new Float64Array(map.size)
@@ -163,13 +166,25 @@ class ShardGuard {
     }
   }
 
+  /**
+   * Fold counts (current map) and costs (every map with requests still
+   * running) into ledger ranges of the map each was admitted under.
+   */
   #flushCounts () {
     if (!this.map) return
-    const slices = this.map.assignment.slices
-    for (let i = 0; i < this.counts.length; i++) {
-      if (this.counts[i] > 0) this.ledger.add(slices[i].start, slices[i].end, this.counts[i])
+    this.#flushToken(this.current, this.counts)
+    for (const t of this.older) this.#flushToken(t, null)
+  }
+
+  #flushToken (token, counts) {
+    const slices = token.map.assignment.slices
+    const costs = token.costs
+    for (let i = 0; i < costs.length; i++) {
+      const n = counts === null ? 0 : counts[i]
+      if (n > 0 || costs[i] > 0) this.ledger.add(slices[i].start, slices[i].end, n, costs[i])
     }
-    this.counts.fill(0)
+    if (counts !== null) counts.fill(0)
+    costs.fill(0)
   }
 
   /**
@@ -196,19 +211,29 @@ class ShardGuard {
     return i
   }
 
-  /** Mark a request admitted under the current map as running; returns the token for `end`. */
+  /**
+   * Mark a request admitted under the current map as running; returns the
+   * token for `end`. The token is shared by every request of that map and
+   * carries it (`token.map`: the slice's `replicas[i]`, its range for cost).
+   */
   begin () {
     const t = this.current
     t.inflight++
     return t
   }
 
-  /** A request admitted under `token`'s map finished. */
-  end (token) {
+  /**
+   * A request admitted under `token`'s map finished. `slice` (the index
+   * `admitSliceKey` returned) and `costMs` add its busy time to that slice's
+   * range in the map it was admitted under, even when the map changed since.
+   */
+  end (token, slice = -1, costMs = 0) {
+    if (costMs > 0 && slice >= 0) token.costs[slice] += costMs
     token.inflight--
     if (token.inflight > 0 || token === this.current) return
     const at = this.older.indexOf(token)
     if (at === -1) return
+    this.#flushToken(token, null) // its last request: nothing will add to it again
     this.older.splice(at, 1)
     if (this.older.length === 0 || at === 0) this.#wake(this.drainWaiters)
   }
@@ -311,16 +336,22 @@ class ShardGuard {
   }
 
   /**
-   * Per-range request counts not yet acknowledged by the controller
-   * (appserver-lib/load-ledger.js). Reading does not lose anything: pass the
-   * last report the controller used as `ack`.
+   * Per-range request counts and cost (busy ms) not yet acknowledged by the
+   * controller (appserver-lib/load-ledger.js). Reading does not lose
+   * anything: pass the last report the controller used as `ack`. The cost of
+   * a request still running is reported once it finished.
    * @param {{ instance?: string, seq?: number }} [ack]
-   * @returns {{ serverId, generation, instance, seq, frames, entries: {start,end,count}[] }}
+   * @returns {{ serverId, generation, instance, seq, frames, entries: {start,end,count,cost}[] }}
    */
   report (ack) {
     this.#flushCounts()
     return { serverId: this.serverId, generation: this.generation, ...this.ledger.read(ack) }
   }
+}
+
+/** What `begin()` returns: one per installed map, shared by its requests. */
+function inflightToken (generation, map) {
+  return { generation, inflight: 0, map, costs: new Float64Array(map.size) }
 }
 
 module.exports = { ShardGuard, CONSISTENCY }

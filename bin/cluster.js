@@ -6,6 +6,8 @@ const { startLocalCluster, defaults } = require('../cluster/local-cluster')
 const { strategies } = require('../controller/strategies')
 const { parseFlags, onShutdown } = require('../cli/args')
 const { readEnv } = require('../core/settings')
+const { POLICIES } = require('../core/replica-choice')
+const { LOAD_METRICS } = require('../core/load-metric')
 
 const USAGE = `usage: npm start -- [flags]   (or: node bin/cluster.js [flags])
 
@@ -16,8 +18,13 @@ Runs a local Chopper cluster: a controller, app servers and front ends on 127.0.
   --servers N                      app servers (default ${defaults.servers})
   --strategy NAME                  ${Object.keys(strategies).join(', ')} (default ${defaults.strategy})
   --period MS                      balancing period in ms (default ${defaults.periodMs})
+  --load-metric cost|requests      what the controller balances: busy time or request counts (default ${defaults.loadMetric})
   --port P                         first front end's port; the rest follow (default ${defaults.port})
   --workers N                      processes per front end, sharing its port via node:cluster (default ${defaults.frontendWorkers})
+  --replica-choice NAME            reads of replicated slices: ${POLICIES.join(', ')} (default p2c)
+  --replica-size-param NAME        query parameter estimating a request's cost, for jsq and lcstar (compute: n)
+  --replica-size-power N           the cost is that parameter to this power (default 1; compute: 2)
+  --lcstar-threshold N             lcstar: requests of at least this cost are long, at most one per server
   --log-level LEVEL                pino level (default info; LOG_LEVEL also works)
   --log-format pretty|json         log lines for people or for machines (default: pretty on a terminal, else json; LOG_FORMAT also works)
   -h, --help                       this message
@@ -31,14 +38,19 @@ async function main () {
       servers: { type: 'string' },
       strategy: { type: 'string' },
       period: { type: 'string' },
+      'load-metric': { type: 'string' },
       port: { type: 'string' },
       workers: { type: 'string' },
+      'replica-choice': { type: 'string' },
+      'replica-size-param': { type: 'string' },
+      'replica-size-power': { type: 'string' },
+      'lcstar-threshold': { type: 'string' },
       'log-level': { type: 'string' },
       'log-format': { type: 'string' },
       help: { type: 'boolean', short: 'h' }
     },
-    integers: ['frontends', 'servers', 'period', 'port', 'workers'],
-    choices: { app: ['compute', 'kv-cache'], strategy: Object.keys(strategies), 'log-format': FORMATS }
+    integers: ['frontends', 'servers', 'period', 'port', 'workers', 'replica-size-power', 'lcstar-threshold'],
+    choices: { app: ['compute', 'kv-cache'], strategy: Object.keys(strategies), 'load-metric': LOAD_METRICS, 'log-format': FORMATS, 'replica-choice': POLICIES }
   })
   if (error) {
     process.stderr.write(`error: ${error}\n\n${USAGE}`)
@@ -64,8 +76,15 @@ async function main () {
       servers: values.servers,
       strategy: values.strategy,
       periodMs: values.period,
+      loadMetric: values['load-metric'],
       port: values.port,
       frontendWorkers: values.workers,
+      replicaChoice: values['replica-choice'],
+      frontendOptions: withoutUndefined({
+        replicaSizeParam: values['replica-size-param'],
+        replicaSizePower: values['replica-size-power'],
+        lcstarThreshold: values['lcstar-threshold']
+      }),
       logFormat: values['log-format'] || process.env.LOG_FORMAT, // front-end workers log in the same format
       // kv-cache honours REDIS_URL, CHOPPER_DDB_ENDPOINT, ... (core/settings.js ENV.kvCache)
       appOptions: values.app === 'kv-cache' ? readEnv('kvCache') : {},
@@ -84,6 +103,10 @@ async function main () {
   ]
   process.stdout.write(lines.join('\n') + '\nready; Ctrl-C to stop\n')
   onShutdown(() => cluster.close(), logger)
+}
+
+function withoutUndefined (o) {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined))
 }
 
 main()

@@ -5,6 +5,7 @@ const { createController } = require('../controller')
 const { createFrontend, startFrontendCluster } = require('../frontend')
 const { loadApp, prepareShared, startApp } = require('../apps')
 const { InvalidArgumentError } = require('../core/errors')
+const { checkPolicy } = require('../core/replica-choice')
 const { silent } = require('../core/logger')
 const { pollUntil } = require('../core/poll')
 
@@ -15,6 +16,7 @@ const defaults = Object.freeze({
   servers: 3,
   strategy: 'chopper',
   strategyOptions: {},
+  loadMetric: 'cost', // what the controller balances: 'cost' (busy ms) or 'requests'
   periodMs: 5000,
   port: 8080, // first front end; the rest follow. 0 = ephemeral ports everywhere
   // Processes per front end (node:cluster, frontend/cluster.js). 1 here: the
@@ -24,6 +26,7 @@ const defaults = Object.freeze({
   host: '127.0.0.1',
   appOptions: {}, // passed to the app's create()
   frontendOptions: {},
+  replicaChoice: undefined, // front ends' replica choice (core/replica-choice.js); undefined: theirs (p2c)
   readyTimeoutMs: 30000,
   logger: silent
 })
@@ -40,6 +43,8 @@ async function startLocalCluster (options = {}) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1 || opts[k] > 64) throw new InvalidArgumentError(`invalid ${k}: expected an integer from 1 to 64`)
   }
   if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port + opts.frontends > 65536) throw new InvalidArgumentError('invalid port: expected 0 or a free port with room for the other front ends after it')
+  if (opts.replicaChoice !== undefined) checkPolicy(opts.replicaChoice, 'replicaChoice')
+  const frontendOptions = opts.replicaChoice === undefined ? opts.frontendOptions : { ...opts.frontendOptions, replicaChoice: opts.replicaChoice }
   const appModule = loadApp(opts.app)
   const log = opts.logger
   const closers = []
@@ -50,7 +55,7 @@ async function startLocalCluster (options = {}) {
   }
 
   try {
-    const controller = createController({ host: opts.host, port: 0, strategy: opts.strategy, strategyOptions: opts.strategyOptions, periodMs: opts.periodMs, startupFenceMs: 0, logger: log }) // a fresh cluster: no predecessor's leases to wait out
+    const controller = createController({ host: opts.host, port: 0, strategy: opts.strategy, strategyOptions: opts.strategyOptions, loadMetric: opts.loadMetric, periodMs: opts.periodMs, startupFenceMs: 0, logger: log }) // a fresh cluster: no predecessor's leases to wait out
     const { url: controllerUrl } = await controller.start()
     closers.push(() => controller.close())
 
@@ -79,7 +84,7 @@ async function startLocalCluster (options = {}) {
     for (let i = 0; i < opts.frontends; i++) {
       if (opts.frontendWorkers > 1) {
         const fc = await startFrontendCluster({
-          ...opts.frontendOptions,
+          ...frontendOptions,
           id: `fe-${i + 1}`,
           host: opts.host,
           advertiseHost: opts.host,
@@ -95,7 +100,7 @@ async function startLocalCluster (options = {}) {
         continue
       }
       const fe = createFrontend({
-        ...opts.frontendOptions,
+        ...frontendOptions,
         id: `fe-${i + 1}`,
         host: opts.host,
         advertiseHost: opts.host,

@@ -9,7 +9,8 @@ const { LeaseTable } = require('./leases')
 const { HandoffTracker } = require('./handoff-tracker')
 const { planHandoff } = require('./handoff-plan')
 const { getStrategy } = require('./strategies')
-const { sameLayout, spreadLoads, serverLoads, imbalance, keyChurn, withoutMoving, ownedRanges } = require('../core/assignment')
+const { sameLayout, serverLoads, imbalance, keyChurn, withoutMoving, ownedRanges } = require('../core/assignment')
+const { validateLoadMetric, spreadMetric, totals } = require('../core/load-metric')
 const { overlap } = require('../core/ranges')
 const { KEYSPACE_SIZE, sliceKey } = require('../core/keyspace')
 const { jsonErrorHandler, listen, close } = require('../core/http')
@@ -27,6 +28,9 @@ const defaults = Object.freeze({
   advertiseHost: '127.0.0.1',
   strategy: 'chopper', // 'chopper' | 'consistent-hash'
   strategyOptions: {}, // thresholds, see docs/algorithm.md
+  // What the strategy balances (core/load-metric.js): 'cost', the busy ms the
+  // app servers report per range, or 'requests', their request counts.
+  loadMetric: 'cost',
   periodMs: 5000,
   historySize: 120, // rounds kept for /v1/status
   evictAfterFailures: 3, // consecutive failed load collections before a server is dropped (re-registering does not reset the count)
@@ -68,6 +72,7 @@ function createController (options = {}) {
   if (!Number.isInteger(opts.periodMs) || opts.periodMs < 10) throw new InvalidArgumentError('invalid periodMs: expected an integer >= 10')
   if (!Number.isInteger(opts.evictAfterFailures) || opts.evictAfterFailures < 1) throw new InvalidArgumentError('invalid evictAfterFailures: expected an integer >= 1')
   if (!['fenced', 'none'].includes(opts.handoff)) throw new InvalidArgumentError('invalid handoff: expected "fenced" or "none"')
+  const loadMetric = validateLoadMetric(opts.loadMetric)
   for (const k of ['leaseMs', 'leaseCheckMs']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
@@ -110,6 +115,7 @@ function createController (options = {}) {
   let target = null
   const handoffs = { revokes: 0, grants: 0, direct: 0, leaseLapses: 0 }
   const lastEntries = new Map() // server id -> its last successful load report (stand-in while its load is unknown)
+  const costlessWarned = new Set() // servers whose reports carry no cost (an older appserver-lib), warned about once
   // No member admits under a lease granted before this instant (controller
   // clock): the first assignment after none waits for it. A controller cannot
   // know a predecessor's grants, so at start it is one lease (startupFenceMs)
@@ -353,7 +359,7 @@ function createController (options = {}) {
   }
 
   function lastLoadsFor (a) {
-    return lastLoads ? spreadLoads(a, lastLoads) : new Float64Array(a.slices.length)
+    return lastLoads ? spreadMetric(a, lastLoads, loadMetric) : new Float64Array(a.slices.length)
   }
 
   /** Strategy inputs: servers whose load is unknown (failed collection) never receive slices. */
@@ -372,7 +378,12 @@ function createController (options = {}) {
       const t0 = process.hrtime.bigint()
       round++
       if (!assignment) return null
-      const { reports, failed } = await collector.collect(servers)
+      const { reports, failed, costless } = await collector.collect(servers)
+      for (const id of costless) {
+        if (loadMetric !== 'cost' || costlessWarned.has(id)) continue
+        costlessWarned.add(id)
+        log.warn({ server: id }, 'load report without cost (an older appserver-lib?): its load counts as 0 under loadMetric cost')
+      }
       const unknown = []
       for (const f of failed) {
         const s = servers.get(f.id)
@@ -403,19 +414,35 @@ function createController (options = {}) {
       // zero: a failed collection must not look like the coolest server).
       const before = layout()
       const entries = []
+      // Per server, from its own report: with replicated slices a slice's
+      // load is served by several servers, so attributing slices to servers
+      // would only guess each one's share.
+      const own = {}
       for (const [id, s] of servers) {
         const fresh = reports.get(id)
-        if (fresh) for (const x of fresh) entries.push(x)
+        let mine = null
+        if (fresh) mine = fresh
         else if (s.loadUnknown && lastEntries.has(id)) {
           // Its last known counts, only over what it still owns (ranges moved
           // off it since are counted by their new owners' fresh reports).
-          for (const x of clip(lastEntries.get(id), ownedRanges(before, id))) entries.push(x)
+          mine = clip(lastEntries.get(id), ownedRanges(before, id))
         }
+        if (mine === null) continue
+        for (const x of mine) entries.push(x)
+        own[id] = totals(mine)
       }
-      const loads = spreadLoads(before, entries)
+      const loads = spreadMetric(before, entries, loadMetric)
       lastLoads = entries
       const total = loads.reduce((x, y) => x + y, 0)
-      const perServerLoad = serverLoads(before, loads)
+      const perServerLoad = {}
+      const perServerRequests = {}
+      const perServerCost = {}
+      for (const id of Object.keys(before.servers)) {
+        const o = own[id] || { requests: 0, cost: 0 }
+        perServerLoad[id] = loadMetric === 'cost' ? o.cost : o.requests
+        perServerRequests[id] = o.requests
+        perServerCost[id] = o.cost
+      }
       const imb = imbalance(perServerLoad)
       let churn = 0
       let changed = false
@@ -436,8 +463,11 @@ function createController (options = {}) {
         round,
         at: Date.now(),
         generation: assignment ? assignment.generation : 0,
+        loadMetric,
         totalLoad: total,
-        perServer: Object.fromEntries(Object.entries(perServerLoad).map(([id, v]) => [id, v.load])),
+        perServer: perServerLoad, // in loadMetric
+        perServerRequests,
+        perServerCost, // ms
         imbalance: imb,
         unknown,
         changed,
@@ -605,6 +635,7 @@ function createController (options = {}) {
     return {
       strategy: strategy.name,
       strategyOptions: { ...effectiveStrategyOptions },
+      loadMetric,
       periodMs: opts.periodMs,
       generation: assignment ? assignment.generation : 0,
       servers: Object.fromEntries([...servers].map(([id, s]) => [id, {
@@ -613,7 +644,9 @@ function createController (options = {}) {
         slices: share[id] ? share[id].slices : 0,
         replicas: replicas[id] || 0,
         keyspaceShare: share[id] ? share[id].keys / KEYSPACE_SIZE : 0,
-        lastLoad: last && last.perServer[id] !== undefined && !s.loadUnknown ? last.perServer[id] : null,
+        lastLoad: last && last.perServer[id] !== undefined && !s.loadUnknown ? last.perServer[id] : null, // in loadMetric
+        lastRequests: last && last.perServerRequests[id] !== undefined && !s.loadUnknown ? last.perServerRequests[id] : null,
+        lastCost: last && last.perServerCost[id] !== undefined && !s.loadUnknown ? last.perServerCost[id] : null,
         loadUnknown: Boolean(s.loadUnknown),
         collectionFailures: s.failures,
         draining: s.draining,
@@ -656,7 +689,7 @@ function createController (options = {}) {
       leaseHorizon = Math.max(leaseHorizon, leases.now() + startupFenceMs)
       schedule()
       leaseTimer = setInterval(checkLeases, opts.leaseCheckMs)
-      log.info({ url, strategy: strategy.name, periodMs: opts.periodMs }, 'controller listening')
+      log.info({ url, strategy: strategy.name, loadMetric, periodMs: opts.periodMs }, 'controller listening')
       return { url }
     },
     async close () {
@@ -679,14 +712,14 @@ function createController (options = {}) {
   }
 }
 
-/** Load entries restricted to `ranges` (normalized), counts scaled by the overlap. */
+/** Load entries restricted to `ranges` (normalized), counts and cost scaled by the overlap. */
 function clip (entries, ranges) {
   const out = []
   for (const e of entries) {
     const len = e.end - e.start
     for (const r of ranges) {
       const o = overlap(e, r)
-      if (o > 0) out.push({ start: Math.max(e.start, r.start), end: Math.min(e.end, r.end), count: e.count * o / len })
+      if (o > 0) out.push({ start: Math.max(e.start, r.start), end: Math.min(e.end, r.end), count: e.count * o / len, cost: e.cost * o / len })
     }
   }
   return out

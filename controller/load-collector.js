@@ -3,12 +3,13 @@
 const axios = require('axios')
 
 /**
- * Collects each app server's per-range request counts
+ * Collects each app server's per-range request counts and cost (busy ms)
  * (GET <controlUrl>/v1/load). Reads are not destructive: each server keeps
  * counts until the controller acknowledges the report that carried them
  * (appserver-lib/load-ledger.js), so a lost answer is read again next period
  * and nothing is lost or counted twice. A server whose collection fails has
- * *unknown* load, never zero.
+ * *unknown* load, never zero. A report from an older app server has no
+ * `cost`: its entries parse with cost 0, and its id is listed in `costless`.
  */
 class LoadCollector {
   constructor ({ timeoutMs = 2000 } = {}) {
@@ -18,8 +19,8 @@ class LoadCollector {
 
   /**
    * @param {Map<string, {controlUrl: string}>} servers
-   * @returns {Promise<{ reports: Map<string, {start,end,count}[]>, perServer: Record<string, number>, failed: {id, error}[] }>}
-   *   reports: per server, counts per period (divided by the periods a report spans)
+   * @returns {Promise<{ reports: Map<string, {start,end,count,cost}[]>, perServer: Record<string, {requests: number, cost: number}>, failed: {id, error}[], costless: string[] }>}
+   *   reports: per server, counts and cost per period (divided by the periods a report spans)
    */
   async collect (servers) {
     const ids = [...servers.keys()]
@@ -33,6 +34,7 @@ class LoadCollector {
     const reports = new Map()
     const perServer = {}
     const failed = []
+    const costless = []
     results.forEach((r, i) => {
       const id = ids[i]
       if (r.status !== 'fulfilled') {
@@ -42,18 +44,26 @@ class LoadCollector {
       const data = r.value
       const frames = Number.isSafeInteger(data.frames) && data.frames > 0 ? data.frames : 1
       const entries = []
-      let total = 0
+      let requests = 0
+      let cost = 0
+      let hasCost = true
       for (const e of data.entries) {
-        if (Number.isFinite(e.start) && Number.isFinite(e.end) && Number.isFinite(e.count) && e.count > 0) {
-          entries.push({ start: e.start, end: e.end, count: e.count / frames })
-          total += e.count / frames
+        if (!e || !Number.isFinite(e.start) || !Number.isFinite(e.end)) continue
+        const n = Number.isFinite(e.count) && e.count > 0 ? e.count / frames : 0
+        if (e.cost === undefined) hasCost = false
+        const c = Number.isFinite(e.cost) && e.cost > 0 ? e.cost / frames : 0
+        if (n > 0 || c > 0) {
+          entries.push({ start: e.start, end: e.end, count: n, cost: c })
+          requests += n
+          cost += c
         }
       }
+      if (!hasCost) costless.push(id)
       reports.set(id, entries)
-      perServer[id] = total
+      perServer[id] = { requests, cost }
       if (typeof data.instance === 'string' && Number.isSafeInteger(data.seq)) this.acks.set(id, { instance: data.instance, seq: data.seq })
     })
-    return { reports, perServer, failed }
+    return { reports, perServer, failed, costless }
   }
 
   forget (id) {

@@ -28,6 +28,7 @@ const ENV = Object.freeze({
     CHOPPER_PERIOD_MS: { key: 'periodMs', default: 5000, parse: int },
     CHOPPER_LEASE_MS: { key: 'leaseMs', default: 1500, parse: int },
     CHOPPER_HANDOFF: { key: 'handoff', default: 'fenced', parse: str },
+    CHOPPER_LOAD_METRIC: { key: 'loadMetric', default: 'cost', parse: str },
     LOG_LEVEL: { key: 'logLevel', default: 'info', parse: str }
   },
   frontend: {
@@ -40,6 +41,10 @@ const ENV = Object.freeze({
     // Each worker's control port is its own (CHOPPER_FRONTEND_CONTROL_PORT with one worker, ephemeral with more).
     CHOPPER_FRONTEND_WORKERS: { key: 'workers', default: 'cores', parse: (v) => (v === 'cores' ? v : int(v)) },
     CHOPPER_ADVERTISE_HOST: { key: 'advertiseHost', default: '127.0.0.1', parse: str },
+    CHOPPER_REPLICA_CHOICE: { key: 'replicaChoice', default: 'p2c', parse: str }, // validated by createFrontend
+    CHOPPER_REPLICA_SIZE_PARAM: { key: 'replicaSizeParam', default: undefined, parse: str },
+    CHOPPER_REPLICA_SIZE_POWER: { key: 'replicaSizePower', default: undefined, parse: int },
+    CHOPPER_LCSTAR_THRESHOLD: { key: 'lcstarThreshold', default: undefined, parse: int },
     LOG_LEVEL: { key: 'logLevel', default: 'info', parse: str }
   },
   appserver: {

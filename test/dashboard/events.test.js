@@ -70,7 +70,8 @@ describe('controller: dashboard routes and /v1/events', () => {
   }
 
   test('a snapshot first, then a round event per round and a state event on membership changes', async () => {
-    const { controller, url } = await startController({ eventCoalesceMs: 20 })
+    // Loads in requests (20 below), not in busy ms (the default loadMetric).
+    const { controller, url } = await startController({ eventCoalesceMs: 20, loadMetric: 'requests' })
     const s1 = await startServer(url, 'app-1')
     await pollUntil(() => controller.assignment && !controller.status().handoff.inProgress, { what: 'first assignment' })
 

@@ -57,6 +57,7 @@ describe('production entry points (bin/controller.js, bin/frontend.js, bin/appse
   test('a malformed setting exits 2 naming the variable', async () => {
     for (const [name, env, variable] of [
       ['controller.js', { CHOPPER_PERIOD_MS: 'soon' }, 'CHOPPER_PERIOD_MS'],
+      ['controller.js', { CHOPPER_LOAD_METRIC: 'bytes' }, 'invalid loadMetric'],
       ['frontend.js', { CHOPPER_FRONTEND_PORT: '-1' }, 'CHOPPER_FRONTEND_PORT'],
       ['appserver.js', { CHOPPER_APP: 'nope' }, 'app'],
       ['appserver.js', { CHOPPER_APP: 'kv-cache', CHOPPER_CACHE_TTL_MS: 'z' }, 'CHOPPER_CACHE_TTL_MS']

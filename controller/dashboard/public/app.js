@@ -136,6 +136,8 @@
   }
 
   const perSecond = (count) => (count * 1000) / (model.state ? model.state.periodMs : 1000)
+  // Loads are in the controller's loadMetric: busy ms (cost) or requests.
+  const unit = () => (model.state && model.state.loadMetric === 'cost' ? 'busy ms/s' : 'req/s')
   const fmtRate = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2))
   const hex = (k) => '0x' + Math.min(k, model.keyspaceSize - 1).toString(16).padStart(8, '0')
   const pct = (f) => (f * 100).toFixed(f < 0.1 ? 1 : 0) + '%'
@@ -178,7 +180,7 @@
     $('#sum-generation').textContent = String(s.generation)
     $('#sum-round').textContent = last ? String(last.round) : '–'
     $('#sum-imbalance').textContent = last ? last.imbalance.toFixed(2) : '–'
-    $('#sum-load').textContent = last ? `${fmtRate(perSecond(last.totalLoad))} req/s` : '–'
+    $('#sum-load').textContent = last ? `${fmtRate(perSecond(last.totalLoad))} ${unit()}` : '–'
     $('#sum-servers').textContent = `${members.length}${members.some((m) => m.draining) ? ' (draining)' : ''}`
     $('#sum-frontends').textContent = String(Object.keys(s.frontends).length)
     $('#sum-handoff').textContent = s.handoff.inProgress ? 'in progress' : 'idle'
@@ -287,7 +289,7 @@
     canvas.dataset.movedCells = String(moved)
     canvas.dataset.loadedLayouts = String(layouts.size)
     canvas.dataset.layout = newest ? layoutOf(newest) : ''
-    $('#legend-max').textContent = max > 0 ? `${fmtRate(perSecond(max))} req/s per bucket` : 'no load yet'
+    $('#legend-max').textContent = max > 0 ? `${fmtRate(perSecond(max))} ${unit()} per bucket` : 'no load yet'
     const key = $('#owner-key')
     key.replaceChildren('owner now: ', ...[...colours].filter(([id]) => newest && newest.servers.includes(id)).map(([id, c]) => {
       const sw = el('i', { class: 'swatch' })
@@ -312,7 +314,7 @@
     tip.textContent = [
       `round ${c.round}  ${new Date(c.at).toLocaleTimeString()}`,
       `keys  ${hex(lo)} – ${hex(hi - 1)}`,
-      `load  ${fmtRate(perSecond(c.load[b]))} req/s`,
+      `load  ${fmtRate(perSecond(c.load[b]))} ${unit()}`,
       `owner ${c.servers[c.owner[b]]}${c.moved.includes(b) ? '  (changed this round)' : ''}`
     ].join('\n')
     tip.hidden = false
@@ -415,7 +417,7 @@
       const shareFill = el('div', { class: 'share-fill' })
       shareFill.style.width = `${100 * m.keyspaceShare}%`
       shareFill.style.background = colour
-      const rate = m.loadUnknown ? 'unknown' : `${fmtRate(perSecond(load(id)))} req/s`
+      const rate = m.loadUnknown ? 'unknown' : `${fmtRate(perSecond(load(id)))} ${unit()}`
       return el('div', { class: 'server', 'data-server': id, 'data-load': String(load(id)) },
         el('div', { class: 'name' }, swatch(colour), id),
         el('div', { class: 'track' }, fill, meanMark),

@@ -3,7 +3,7 @@
 // that the types are precise, not merely present.
 import express from 'express'
 import type { Request } from 'express'
-import { createAppServer, defaultKeyFrom, ShardGuard, shardGuardMiddleware, CONSISTENCY, type AppServer } from '@chopper/appserver-lib'
+import { createAppServer, defaultKeyFrom, ShardGuard, shardGuardMiddleware, setRequestCost, CONSISTENCY, type AppServer } from '@chopper/appserver-lib'
 
 const app = express.Router()
 
@@ -19,6 +19,8 @@ createAppServer({ id: 'a', app, keyFrom: () => 42 })
 createAppServer({ id: 'a', app: 'router' })
 // @ts-expect-error unknown option
 createAppServer({ id: 'a', app, controlerUrl: 'http://127.0.0.1:7070' })
+// @ts-expect-error unknown cost mode
+createAppServer({ id: 'a', app, cost: 'gpu' })
 
 declare const server: AppServer
 // @ts-expect-error urls is null until start() resolved
@@ -49,4 +51,12 @@ const k: string | undefined = defaultKeyFrom(req)
 const admitted: number = guard.admit('user-1')
 const verdict: Promise<number> = guard.admitOrHold(admitted, 2)
 const drained: Promise<boolean> = guard.waitDrained(10)
-console.log(s, g, k, verdict, drained, guard.report({ instance: 'x', seq: 1 }).entries[0]?.count)
+// @ts-expect-error a cost is a number of ms
+setRequestCost(req, '5')
+// @ts-expect-error chopperReplicas is read-only
+req.chopperReplicas?.push('x')
+const token = guard.begin()
+const replicas: readonly string[] = token.map.replicas[0]
+guard.end(token, 0, 1.5)
+setRequestCost(req, 2)
+console.log(s, g, k, verdict, drained, replicas, guard.report({ instance: 'x', seq: 1 }).entries[0]?.cost)

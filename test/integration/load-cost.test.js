@@ -1,0 +1,263 @@
+'use strict'
+
+// Load measured as cost (issue 10, item 3), end to end: the middleware
+// measures wall or CPU time (or takes the app's word), reports it per range of
+// the map that admitted the request, and the controller balances on it.
+const http = require('node:http')
+const { performance } = require('node:perf_hooks')
+const express = require('express')
+const { createAppServer, shardGuardMiddleware, setRequestCost, ShardGuard } = require('../../appserver-lib/index.js')
+const { createController } = require('../../controller')
+const { getStrategy } = require('../../controller/strategies')
+const { LoadCollector } = require('../../controller/load-collector')
+const { SliceMap } = require('../../core/slice-map')
+const { sliceKey, KEYSPACE_SIZE } = require('../../core/keyspace')
+const { listen, close } = require('../../core/http')
+const { pollUntil } = require('../../core/poll')
+const { call } = require('../helpers/http')
+
+const H = KEYSPACE_SIZE / 2
+const Q = KEYSPACE_SIZE / 4
+const keyIn = (lo, hi) => { for (let i = 0; ; i++) { const k = `k${i}`; const h = sliceKey(k); if (h >= lo && h < hi) return k } }
+
+/** Busy-wait `ms` of wall time: CPU-bound work of a known length. */
+function spin (ms) {
+  const until = performance.now() + ms
+  let x = 0
+  while (performance.now() < until) x++
+  return x
+}
+
+/** The app used below: each route costs something different. */
+function testApp (gates) {
+  const r = express.Router()
+  r.get('/wait', (req, res) => { setTimeout(() => res.json({ ok: true }), Number(req.query.ms)) })
+  r.get('/spin', (req, res) => {
+    const t0 = performance.now()
+    spin(Number(req.query.ms))
+    res.json({ wallMs: performance.now() - t0 })
+  })
+  r.get('/stated', (req, res) => {
+    setRequestCost(req, 99) // overridden by the last call
+    setRequestCost(req, Number(req.query.cost))
+    res.json({ ok: true })
+  })
+  r.get('/replicas', (req, res) => res.json({ replicas: req.chopperReplicas, generation: req.chopperGeneration }))
+  r.get('/gate', (req, res) => { gates.push(() => res.json({ replicas: req.chopperReplicas, generation: req.chopperGeneration })) })
+  return r
+}
+
+/** The entry for [start, end) in a report, once the cost of what finished has arrived. */
+async function entryWithCost (guard, start, end) {
+  return pollUntil(() => {
+    const e = guard.report().entries.find((x) => x.start === start && x.end === end)
+    return e && e.cost > 0 ? e : null
+  }, { timeoutMs: 5000, intervalMs: 5, what: `cost on [${start}, ${end})` })
+}
+
+describe('appserver-lib measures cost per slice', () => {
+  const closers = []
+  afterEach(async () => { for (const c of closers.splice(0).reverse()) await c() })
+
+  async function server (options = {}) {
+    const gates = []
+    const s = createAppServer({ id: 'me', app: testApp(gates), ...options })
+    await s.start()
+    closers.push(() => s.close())
+    const assign = (generation, slices) => s.guard.setAssignment({ generation, slices, servers: { me: { url: s.urls.url }, other: { url: 'http://127.0.0.1:1' } } })
+    assign(1, [{ start: 0, end: H, servers: ['me'] }, { start: H, end: KEYSPACE_SIZE, servers: ['other', 'me'] }])
+    return { s, gates, assign, get: (path) => call(`${s.urls.url}${path}`) }
+  }
+
+  test('wall (default): from admission until the response closes, per slice; GET /v1/load carries it with ack semantics', async () => {
+    const { s, get } = await server()
+    const low = keyIn(0, H)
+    expect((await get(`/wait?key=${low}&ms=40`)).status).toBe(200)
+    const e = await entryWithCost(s.guard, 0, H)
+    expect(e.count).toBe(1)
+    expect(e.cost).toBeGreaterThanOrEqual(38) // timers never fire early by more than their 1 ms rounding
+    expect(e.cost).toBeLessThan(5000)
+
+    // Over HTTP: every entry has cost; a report stays until acknowledged.
+    const first = (await call(`${s.urls.controlUrl}/v1/load`)).body
+    expect(first.entries).toEqual([{ start: 0, end: H, count: 1, cost: e.cost }])
+    expect((await get(`/stated?key=${low}&cost=2.5`)).status).toBe(200)
+    await pollUntil(() => s.guard.stats.admitted === 2 && s.guard.drainedGeneration === 1 && s.guard.current.inflight === 0, { intervalMs: 5, what: 'the request to close' })
+    const unacked = (await call(`${s.urls.controlUrl}/v1/load`)).body
+    expect(unacked.entries).toEqual([{ start: 0, end: H, count: 2, cost: Math.round((e.cost + 2.5) * 1000) / 1000 }])
+    const acked = (await call(`${s.urls.controlUrl}/v1/load?instance=${unacked.instance}&seq=${unacked.seq}`)).body
+    expect(acked.entries).toEqual([])
+  })
+
+  test('cpu: CPU time of the handler\'s synchronous part, not time spent waiting', async () => {
+    const { s, get } = await server({ cost: 'cpu' })
+    const low = keyIn(0, H)
+    const high = keyIn(H, KEYSPACE_SIZE)
+    // process.cpuUsage() is the whole process's: the first runs also pay V8's
+    // background compilation of the loop. Warm up, then measure one request alone.
+    for (let i = 0; i < 3; i++) expect((await get(`/spin?key=${low}&ms=20`)).status).toBe(200)
+    await pollUntil(() => s.guard.stats.admitted === 3 && s.guard.current.inflight === 0, { intervalMs: 5, what: 'the warm-up to close' })
+    const warm = s.guard.report()
+    const res = await get(`/spin?key=${low}&ms=60`)
+    expect(res.status).toBe(200)
+    const busy = await pollUntil(() => {
+      const e = s.guard.report({ instance: warm.instance, seq: warm.seq }).entries[0]
+      return e && e.cost > 0 ? e : null
+    }, { intervalMs: 5, what: 'the measured request\'s cost' })
+    expect(busy.count).toBe(1)
+    // About the wall time it spun: below it plus slack (the rest of the handler,
+    // other threads of the process), well above zero unless the machine starved it.
+    expect(busy.cost).toBeLessThan(res.body.wallMs * 1.25 + 10)
+    expect(busy.cost).toBeGreaterThan(res.body.wallMs * 0.2)
+
+    // 100 ms of waiting on a timer costs next to nothing in CPU.
+    expect((await get(`/wait?key=${high}&ms=100`)).status).toBe(200)
+    await pollUntil(() => s.guard.current.inflight === 0, { intervalMs: 5, what: 'the request to close' })
+    const idle = s.guard.report().entries.find((x) => x.start === H)
+    expect(idle.count).toBe(1)
+    expect(idle.cost).toBeLessThan(20)
+  })
+
+  test('setRequestCost overrides what is measured, in either mode; invalid costs and modes are refused', async () => {
+    for (const cost of ['wall', 'cpu']) {
+      const { s, get } = await server({ cost })
+      const low = keyIn(0, H)
+      for (let i = 0; i < 3; i++) expect((await get(`/stated?key=${low}&cost=12.5`)).status).toBe(200)
+      await pollUntil(() => s.guard.current.inflight === 0 && s.guard.stats.admitted === 3, { intervalMs: 5, what: 'the requests to close' })
+      expect(s.guard.report().entries).toEqual([{ start: 0, end: H, count: 3, cost: 37.5 }])
+    }
+    const req = {}
+    for (const bad of [-1, NaN, Infinity, '5', undefined]) expect(() => setRequestCost(req, bad)).toThrow(expect.objectContaining({ code: 'CHOPPER_ERR_INVALID_ARG', message: expect.stringMatching(/invalid cost/) }))
+    expect(() => createAppServer({ id: 'x', app: testApp([]), cost: 'gpu' })).toThrow(expect.objectContaining({ code: 'CHOPPER_ERR_INVALID_ARG', message: expect.stringMatching(/invalid cost: expected one of wall, cpu/) }))
+    expect(() => shardGuardMiddleware(new ShardGuard({ serverId: 'x' }), { cost: 'user' })).toThrow(/invalid cost/)
+  })
+
+  test('req.chopperReplicas and the cost follow the map that admitted the request, even when it changes before the request ends', async () => {
+    const { s, gates, assign, get } = await server()
+    const high = keyIn(H, H + Q)
+    expect((await get(`/replicas?key=${high}`)).body).toEqual({ replicas: ['other', 'me'], generation: 1 })
+    const pending = get(`/gate?key=${high}`)
+    await pollUntil(() => gates.length === 1, { intervalMs: 5, what: 'the request to reach the app' })
+    // A new map: the slice is cut in two and this server becomes its only holder.
+    assign(2, [{ start: 0, end: H, servers: ['me'] }, { start: H, end: H + Q, servers: ['me'] }, { start: H + Q, end: KEYSPACE_SIZE, servers: ['me'] }])
+    expect((await get(`/replicas?key=${high}`)).body).toEqual({ replicas: ['me'], generation: 2 })
+    gates[0]()
+    expect((await pending).body).toEqual({ replicas: ['other', 'me'], generation: 1 })
+    await pollUntil(() => s.guard.drainedGeneration === 2, { intervalMs: 5, what: 'the gated request to close' })
+    const entries = s.guard.report().entries
+    // The gated request's count and cost land on generation 1's range, not on the new slice.
+    const old = entries.find((x) => x.start === H && x.end === KEYSPACE_SIZE)
+    expect(old.count).toBe(2)
+    expect(old.cost).toBeGreaterThan(0)
+    expect(entries.find((x) => x.start === H && x.end === H + Q).count).toBe(1)
+  })
+})
+
+describe('LoadCollector', () => {
+  let fake
+  afterEach(async () => { if (fake) await close(fake); fake = null })
+
+  test('parses cost and old-format reports without it', async () => {
+    const bodies = {
+      '/old/v1/load': { instance: 'a', seq: 3, frames: 1, entries: [{ start: 0, end: 10, count: 4 }] },
+      '/new/v1/load': { instance: 'b', seq: 1, frames: 2, entries: [{ start: 0, end: 10, count: 4, cost: 30 }, { start: 10, end: 20, count: 0, cost: 6 }] }
+    }
+    fake = http.createServer((req, res) => {
+      res.setHeader('content-type', 'application/json')
+      res.end(JSON.stringify(bodies[req.url.split('?')[0]]))
+    })
+    const port = await listen(fake, 0, '127.0.0.1')
+    const base = `http://127.0.0.1:${port}`
+    const collector = new LoadCollector()
+    const out = await collector.collect(new Map([['old', { controlUrl: `${base}/old` }], ['new', { controlUrl: `${base}/new` }]]))
+    expect(out.failed).toEqual([])
+    expect(out.reports.get('old')).toEqual([{ start: 0, end: 10, count: 4, cost: 0 }])
+    // Divided by the periods the report spans.
+    expect(out.reports.get('new')).toEqual([{ start: 0, end: 10, count: 2, cost: 15 }, { start: 10, end: 20, count: 0, cost: 3 }])
+    expect(out.perServer).toEqual({ old: { requests: 4, cost: 0 }, new: { requests: 2, cost: 18 } })
+    expect(out.costless).toEqual(['old'])
+  })
+})
+
+describe('the controller balances on cost by default', () => {
+  const closers = []
+  afterEach(async () => { for (const c of closers.splice(0).reverse()) await c() })
+
+  /** Two app servers, one slice each; each request states its cost (10 ms on app-1's key, 1 ms on app-2's). */
+  async function stack (loadMetric) {
+    const controller = createController({ periodMs: 600000, startupFenceMs: 0, ...(loadMetric ? { loadMetric } : {}) })
+    await controller.start()
+    closers.push(() => controller.close())
+    const members = {}
+    for (const id of ['app-1', 'app-2']) {
+      const app = express.Router()
+      app.get('/work', (req, res) => {
+        setRequestCost(req, id === 'app-1' ? 10 : 1)
+        res.json({ ok: true })
+      })
+      const s = createAppServer({ id, app, controllerUrl: controller.url })
+      await s.start()
+      closers.push(() => s.close())
+      members[id] = s
+    }
+    await pollUntil(async () => {
+      const a = controller.assignment
+      return a && Object.keys(a.servers).length === 2 && (await controller.settled(100)) &&
+        Object.values(members).every((m) => m.guard.generation === controller.assignment.generation)
+    }, { what: 'both servers to hold the settled assignment' })
+    return { controller, members }
+  }
+
+  /** 20 requests to each server for a key it holds (same counts, different cost). */
+  async function drive ({ controller, members }) {
+    const map = new SliceMap(controller.assignment)
+    expect(map.size).toBe(2)
+    for (const id of ['app-1', 'app-2']) {
+      const i = map.owners.indexOf(id)
+      const key = keyIn(map.starts[i], i + 1 < map.size ? map.starts[i + 1] : KEYSPACE_SIZE)
+      for (let n = 0; n < 20; n++) expect((await call(`${members[id].urls.url}/work?key=${key}`)).status).toBe(200)
+    }
+    await pollUntil(() => Object.values(members).every((m) => m.guard.current.inflight === 0), { intervalMs: 5, what: 'every request to close' })
+    return map
+  }
+
+  /** The layout the controller commits is what the strategy makes of these per-slice loads. */
+  const slicesOf = (a) => a.slices.map((s) => ({ start: s.start, end: s.end, servers: s.servers }))
+  const expected = (before, perOwner) => slicesOf(getStrategy('chopper').rebalance(before.assignment, Float64Array.from(before.owners, (id) => perOwner[id]), {}, { unknownServers: [] }))
+
+  test('same request counts, one slice 10x costlier per request: the strategy sees the costly one as hot', async () => {
+    const st = await stack()
+    const before = await drive(st)
+    const round = await st.controller.runRound()
+    expect(round.loadMetric).toBe('cost')
+    expect(round.perServerRequests).toEqual({ 'app-1': 20, 'app-2': 20 })
+    expect(round.perServerCost).toEqual({ 'app-1': 200, 'app-2': 20 })
+    expect(round.perServer).toEqual(round.perServerCost)
+    expect(round.totalLoad).toBeCloseTo(220)
+    expect(round.imbalance).toBeCloseTo(200 / 110)
+    expect(round.changed).toBe(true)
+    await pollUntil(() => st.controller.settled(100), { what: 'the handoff to be granted' })
+    // The strategy was given 200 ms against 20 ms, not 20 requests against 20.
+    const want = expected(before, { 'app-1': 200, 'app-2': 20 })
+    expect(want).not.toEqual(expected(before, { 'app-1': 20, 'app-2': 20 }))
+    expect(slicesOf(st.controller.assignment)).toEqual(want)
+    const status = (await call(`${st.controller.url}/v1/status`)).body
+    expect(status.loadMetric).toBe('cost')
+    expect(status.servers['app-1']).toMatchObject({ lastLoad: 200, lastRequests: 20, lastCost: 200 })
+    expect(status.servers['app-2']).toMatchObject({ lastLoad: 20, lastRequests: 20, lastCost: 20 })
+  })
+
+  test('with loadMetric requests the same traffic is balanced: the strategy sees equal loads', async () => {
+    const st = await stack('requests')
+    const before = await drive(st)
+    const round = await st.controller.runRound()
+    expect(round.loadMetric).toBe('requests')
+    expect(round.perServer).toEqual({ 'app-1': 20, 'app-2': 20 })
+    expect(round.perServerCost).toEqual({ 'app-1': 200, 'app-2': 20 })
+    expect(round.imbalance).toBe(1)
+    await pollUntil(() => st.controller.settled(100), { what: 'any handoff to be granted' })
+    expect(slicesOf(st.controller.assignment)).toEqual(expected(before, { 'app-1': 20, 'app-2': 20 }))
+    const status = (await call(`${st.controller.url}/v1/status`)).body
+    expect(status.servers['app-1']).toMatchObject({ lastLoad: 20, lastRequests: 20, lastCost: 200 })
+  })
+})
