@@ -1,19 +1,23 @@
 'use strict'
 
-const { Registry } = require('prom-client')
-const { startLocalCluster } = require('../../cluster/local-cluster')
-const { createAppServer } = require('../../appserver-lib/index.js')
+const { createController } = require('../../controller')
+const { createFrontend } = require('../../frontend')
 const { loadApp, prepareShared } = require('../../apps')
+const { startAppProcesses } = require('../lib/app-process')
 const { startHaproxy } = require('./haproxy-process')
 const { InvalidArgumentError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
+const { pollUntil } = require('../../core/poll')
 
 /**
  * The contenders, in run order. Each serves the same seeded workload with
- * fresh app servers (cold caches, empty queues), so none inherits another's state.
+ * fresh app servers (cold caches, empty queues), so none inherits another's
+ * state. The Chopper contenders use the front end's default replica choice
+ * ('p2c', power of two choices on in-flight requests).
  */
 const CONTENDERS = Object.freeze({
-  chopper: { label: 'Chopper', router: 'chopper front end', strategy: 'chopper' },
+  chopper: { label: 'Chopper', router: 'chopper front end', strategy: 'chopper', replication: 'on (strategy default)' },
+  'chopper-single': { label: 'Chopper, no replication', router: 'chopper front end', strategy: 'chopper', strategyOptions: Object.freeze({ replicate: false }), replication: 'off' },
   'consistent-hash': { label: 'Consistent hashing', router: 'chopper front end', strategy: 'consistent-hash' },
   'haproxy-ch': { label: 'HAProxy consistent hash', router: 'HAProxy', balance: 'balance url_param key + hash-type consistent' },
   'haproxy-bounded': { label: 'HAProxy bounded loads', router: 'HAProxy', balance: 'hash-type consistent + hash-balance-factor 125' },
@@ -22,46 +26,29 @@ const CONTENDERS = Object.freeze({
 const CONTENDER_NAMES = Object.freeze(Object.keys(CONTENDERS))
 
 /**
- * Start one contender's system under test on 127.0.0.1.
+ * The app options every app server process of a run gets: the scenario's,
+ * the in-process TTL cache for kv-cache unless the scenario chose otherwise.
+ */
+function appOptionsOf (experiment) {
+  const appOptions = { ...experiment.appOptions }
+  if (experiment.app === 'kv-cache' && appOptions.spawnRedis === undefined) appOptions.spawnRedis = false
+  return appOptions
+}
+
+/**
+ * Start one contender's system under test on 127.0.0.1: the shared parts
+ * (controller and front ends, or HAProxy; kv-cache's in-process DynamoDB) in
+ * this process, and each app server in a process of its own
+ * (bench/lib/app-process.js), wrapped in the capacity model.
  * @param {string} name a key of CONTENDERS
  * @param {object} experiment a normalised scenario experiment block
  * @param {{ logger? }} [options]
- * @returns {Promise<{ name, target: string, serverIds: string[], servers: { id, registry, instance }[], controller: object|null, haproxy: object|null, close: () => Promise<void> }>}
+ * @returns {Promise<{ name, target: string[], serverIds: string[], servers: object[], controller: object|null, haproxy: object|null, close: () => Promise<void> }>}
+ *   `servers`: the app server processes ({ id, pid, url, stats, flush, close })
  */
 async function startContender (name, experiment, { logger = silent } = {}) {
   if (!Object.hasOwn(CONTENDERS, name)) throw new InvalidArgumentError(`invalid contender: expected one of ${CONTENDER_NAMES.join(', ')}, got ${JSON.stringify(name)}`)
-  const appOptions = { ...experiment.appOptions, capacity: experiment.capacity }
-  if (experiment.app === 'kv-cache' && appOptions.spawnRedis === undefined) appOptions.spawnRedis = false
   const c = CONTENDERS[name]
-  if (c.strategy) {
-    const cluster = await startLocalCluster({
-      app: experiment.app,
-      frontends: experiment.frontends,
-      servers: experiment.servers,
-      strategy: c.strategy,
-      strategyOptions: c.strategy === 'chopper' ? experiment.strategyOptions : {},
-      periodMs: experiment.periodMs,
-      port: 0,
-      appOptions,
-      frontendOptions: { connections: experiment.connections, upstreamTimeoutMs: experiment.timeoutMs + 5000 },
-      logger
-    })
-    return {
-      name,
-      target: cluster.frontends.map((f) => f.url),
-      serverIds: cluster.servers.map((s) => s.id),
-      servers: cluster.servers.map((s) => ({ id: s.id, registry: s.server.registry, instance: s.instance })),
-      controller: cluster.controller.controller,
-      haproxy: null,
-      close: () => cluster.close()
-    }
-  }
-  return startHaproxyContender(name, experiment, appOptions, logger)
-}
-
-/** App servers without a controller (no ownership checks) behind a generated HAProxy. */
-async function startHaproxyContender (name, experiment, appOptions, logger) {
-  const appModule = loadApp(experiment.app)
   const closers = []
   const closeAll = async () => {
     for (const fn of closers.splice(0).reverse()) {
@@ -69,34 +56,74 @@ async function startHaproxyContender (name, experiment, appOptions, logger) {
     }
   }
   try {
+    const appModule = loadApp(experiment.app)
+    let appOptions = appOptionsOf(experiment)
     const shared = await prepareShared(appModule, { ...appOptions, logger })
     closers.push(() => shared.close())
-    const servers = []
-    for (let i = 1; i <= experiment.servers; i++) {
-      const id = `app-${i}`
-      const registry = new Registry()
-      const instance = await appModule.create({ ...appOptions, ...shared.options, serverId: id, registry, logger: logger.child({ serverId: id }) })
-      if (instance.close) closers.push(() => instance.close())
-      const server = createAppServer({ id, app: instance.app, onAcquire: instance.onAcquire, onRelease: instance.onRelease, registry, enforceOwnership: false, logger })
-      const urls = await server.start()
-      closers.push(() => server.close())
-      servers.push({ id, url: urls.url, registry, instance })
-    }
-    const haproxy = await startHaproxy({ balance: name, servers: servers.map((s) => ({ id: s.id, url: s.url })) })
-    closers.push(() => haproxy.stop())
-    return {
-      name,
-      target: [haproxy.url],
-      serverIds: servers.map((s) => s.id),
-      servers: servers.map(({ id, registry, instance }) => ({ id, registry, instance })),
-      controller: null,
-      haproxy,
-      close: closeAll
-    }
+    appOptions = { ...appOptions, ...shared.options }
+    const ids = Array.from({ length: experiment.servers }, (_, i) => `app-${i + 1}`)
+    const run = c.strategy
+      ? await startChopperSide(c, experiment, ids, appOptions, closers, logger)
+      : await startHaproxySide(name, experiment, ids, appOptions, closers)
+    return { name, serverIds: ids, ...run, close: closeAll }
   } catch (err) {
     await closeAll()
     throw err
   }
+}
+
+/** Controller and front ends here; the app servers register with the controller. */
+async function startChopperSide (c, experiment, ids, appOptions, closers, logger) {
+  const controller = createController({
+    host: '127.0.0.1',
+    port: 0,
+    strategy: c.strategy,
+    strategyOptions: c.strategy === 'chopper' ? { ...experiment.strategyOptions, ...c.strategyOptions } : {},
+    periodMs: experiment.periodMs,
+    startupFenceMs: 0, // a fresh cluster: no predecessor's leases to wait out
+    logger
+  })
+  const { url: controllerUrl } = await controller.start()
+  closers.push(() => controller.close())
+  const servers = await startServers(experiment, ids, { appOptions, controllerUrl }, closers)
+  const frontends = []
+  for (let i = 0; i < experiment.frontends; i++) {
+    const fe = createFrontend({
+      id: `fe-${i + 1}`,
+      host: '127.0.0.1',
+      advertiseHost: '127.0.0.1',
+      port: 0,
+      controllerUrl,
+      connections: experiment.connections,
+      upstreamTimeoutMs: experiment.timeoutMs + 5000,
+      logger
+    })
+    const urls = await fe.start()
+    closers.push(() => fe.close())
+    frontends.push({ id: fe.id, ...urls, frontend: fe })
+  }
+  // Settled: every server registered and holding the current map, no handoff, every front end routing with it.
+  await pollUntil(() => {
+    const a = controller.assignment
+    const s = controller.status()
+    return Boolean(a && ids.every((id) => s.servers[id] && s.servers[id].generation === a.generation) &&
+      !s.handoff.inProgress && frontends.every((f) => f.frontend.table.generation === a.generation))
+  }, { timeoutMs: 30000, intervalMs: 20, what: 'every component to hold the current assignment' })
+  return { target: frontends.map((f) => f.url), servers, controller, haproxy: null }
+}
+
+/** App servers without a controller (no ownership checks) behind a generated HAProxy. */
+async function startHaproxySide (name, experiment, ids, appOptions, closers) {
+  const servers = await startServers(experiment, ids, { appOptions, enforceOwnership: false }, closers)
+  const haproxy = await startHaproxy({ balance: name, servers: servers.map((s) => ({ id: s.id, url: s.url })) })
+  closers.push(() => haproxy.stop())
+  return { target: [haproxy.url], servers, controller: null, haproxy }
+}
+
+async function startServers (experiment, ids, config, closers) {
+  const servers = await startAppProcesses(experiment.app, ids, { ...config, capacity: experiment.capacity })
+  closers.push(() => Promise.all(servers.map((s) => s.close())))
+  return servers
 }
 
 module.exports = { CONTENDERS, CONTENDER_NAMES, startContender }

@@ -5,7 +5,7 @@ const loadgen = require('../../loadgen')
 const { CONTENDER_NAMES, CONTENDERS } = require('./contenders')
 const { contenderMetrics, ratios } = require('./metrics')
 const { startSutProcess } = require('./sut-process')
-const { scaleWorkload, preloadWorkload } = require('./scenario')
+const { scaleWorkload, preloadWorkload, modelledCapacity } = require('./scenario')
 const { haproxyVersion } = require('./haproxy-process')
 const { InvalidArgumentError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
@@ -20,7 +20,9 @@ const defaults = Object.freeze({
 
 /**
  * Run one scenario against each contender in turn: same seeded workload,
- * fresh app servers each time (in a child process; the load generator runs here), then the metrics and the ratios to Chopper.
+ * fresh app servers each time (the system under test in a child process, each
+ * app server in a process of its own; the load generator runs here), then the
+ * metrics and the ratios to Chopper.
  * A contender that fails to start or run is recorded with its error and the
  * others still run.
  * @param {{ name, experiment, workload, file? }} scenario from loadScenario / validateScenario
@@ -55,6 +57,7 @@ async function runScenario (scenario, options = {}) {
     title: experiment.title,
     file: scenario.file,
     experiment,
+    modelledCapacity: modelledCapacity(experiment, workload),
     workload: { name: workload.name, seed: workload.seed, phases: workload.phases.map((p) => ({ name: p.name, duration: p.duration, rate: p.rate, keys: p.keys, distribution: p.distribution, hot: p.hot, mix: p.mix })) },
     timeScale: o.timeScale,
     startedAt: startedAt.toISOString(),
@@ -82,11 +85,16 @@ async function runContender (name, experiment, workload, logger) {
     const rounds = sut.hasController ? (await sut.rounds()).filter((x) => !seen.has(x.round) && x.at <= runStartedAt + r.wallMs) : null
     const cache = after && { hits: after.hits - before.hits, misses: after.misses - before.misses }
     const m = contenderMetrics(r, { experiment, rounds, cache, runStartedAt })
-    return { preload, haproxyConfig: sut.haproxyConfig, ...m }
+    const stats = await sut.serverStats()
+    // Each app server's modelled queue over the whole run (preload included): busy time, peak queue, refusals.
+    const servers = sut.serverIds.map((id, i) => ({ id, pid: sut.processes.appServers[id], capacity: stats[i] && stats[i].capacity && pick(stats[i].capacity, ['served', 'busyMs', 'peakQueue', 'refused']) }))
+    return { preload, haproxyConfig: sut.haproxyConfig, targets: sut.target, processes: sut.processes, servers, ...m }
   } finally {
     await sut.close()
   }
 }
+
+const pick = (o, keys) => Object.fromEntries(keys.map((k) => [k, typeof o[k] === 'number' ? Math.round(o[k] * 1000) / 1000 : o[k]]))
 
 /** Where and with what the figures were measured. */
 function environment () {

@@ -75,25 +75,26 @@ function controllerRecoveryPeriods (rounds, phase, { periodMs, target, hold = 2 
 }
 
 /**
- * Sum a counter across app servers' registries (0 when absent).
- * @param {{ registry }[]} servers
- * @param {string} name
+ * Cache hit/miss counters summed over the app servers' stats (app-child.js
+ * `stats`); null for apps without a cache.
+ * @param {({ cache: { hits, misses }|null }|null)[]} stats
  */
-async function counterSum (servers, name) {
-  let sum = 0
-  for (const s of servers) {
-    const m = s.registry.getSingleMetric(name)
-    if (!m) continue
-    const v = await m.get()
-    for (const x of v.values) sum += x.value
-  }
-  return sum
+function sumCacheCounters (stats) {
+  const withCache = stats.filter((s) => s && s.cache)
+  if (withCache.length === 0) return null
+  return withCache.reduce((a, s) => ({ hits: a.hits + s.cache.hits, misses: a.misses + s.cache.misses }), { hits: 0, misses: 0 })
 }
 
-/** Cache hit/miss counters of kv-cache servers (null for apps without a cache). */
-async function cacheCounters (servers) {
-  if (!servers.some((s) => s.registry.getSingleMetric('chopper_kv_cache_hits_total'))) return null
-  return { hits: await counterSum(servers, 'chopper_kv_cache_hits_total'), misses: await counterSum(servers, 'chopper_kv_cache_misses_total') }
+/**
+ * Errors of a loadgen phase or total, with `missingKeys: 'miss'` (a GET for a
+ * key nobody wrote is a cache miss that found nothing, not a failure): 404s
+ * are taken out of the errors and counted as `notFound`.
+ */
+function errorsOf (x, experiment) {
+  const notFound = experiment.missingKeys === 'miss' ? (x.status && x.status['404']) || 0 : 0
+  const byClass = { ...x.errors }
+  if (notFound) byClass['4xx'] = (byClass['4xx'] || 0) - notFound
+  return { count: x.errorCount - notFound, byClass, notFound }
 }
 
 /**
@@ -116,6 +117,7 @@ function contenderMetrics (r, { experiment, rounds, cache, runStartedAt }) {
     usual += a.usual
     total += a.total
     const responses = Object.values(p.servers).reduce((x, y) => x + y, 0)
+    const errors = errorsOf(p, experiment)
     return {
       name: p.name,
       startS: p.startMs / 1000,
@@ -123,19 +125,21 @@ function contenderMetrics (r, { experiment, rounds, cache, runStartedAt }) {
       targetRate: p.targetRate,
       achievedRate: p.achievedRate,
       latencyMs: lat(p.latencyMs),
-      errors: p.errorCount,
-      errorRate: round(p.scheduled ? p.errorCount / p.scheduled : 0),
+      errors: errors.count,
+      errorRate: round(p.scheduled ? errors.count / p.scheduled : 0),
+      notFound: errors.notFound,
       imbalance: p.imbalance,
       meanImbalance: p.meanImbalance,
       serverShare: Object.fromEntries(Object.entries(p.servers).map(([id, n]) => [id, round(responses ? n / responses : 0)])),
       affinity: a.total ? round(a.usual / a.total) : null,
       // The first phase measures convergence from the initial layout; later ones, recovery after a phase change.
       recoveryPeriods: recoveryPeriods(r.windows, p, { periodMs: experiment.periodMs, windowMs, target: experiment.imbalanceTarget }),
-      sustained: p.achievedRate >= experiment.sustainedShare * p.targetRate && p.latencyMs.p99 !== null && p.latencyMs.p99 <= experiment.sloMs && p.errorCount <= 0.01 * p.scheduled,
+      sustained: p.achievedRate >= experiment.sustainedShare * p.targetRate && p.latencyMs.p99 !== null && p.latencyMs.p99 <= experiment.sloMs && errors.count <= 0.01 * p.scheduled,
       lateShare: p.schedule.lateShare
     }
   })
   const sustained = phases.filter((p) => p.sustained)
+  const errors = errorsOf(r.totals, experiment)
   const churnRounds = rounds
     ? rounds.map((x) => ({ round: x.round, t: round((x.at - runStartedAt) / 1000, 3), imbalance: round(x.imbalance), churnFraction: round(x.churnFraction, 6), changed: x.changed, slices: x.slices }))
     : null
@@ -147,9 +151,10 @@ function contenderMetrics (r, { experiment, rounds, cache, runStartedAt }) {
       achievedRate: r.totals.achievedRate,
       scheduled: r.totals.scheduled,
       responses: r.totals.responses,
-      errors: r.totals.errorCount,
-      errorRate: round(r.totals.scheduled ? r.totals.errorCount / r.totals.scheduled : 0),
-      errorsByClass: r.totals.errors,
+      errors: errors.count,
+      errorRate: round(r.totals.scheduled ? errors.count / r.totals.scheduled : 0),
+      errorsByClass: errors.byClass,
+      notFound: errors.notFound, // missingKeys: 'miss': GETs of keys nobody wrote (404), not errors
       // rising: the best step that held the rate within the latency objective
       maxSustainedRate: sustained.length ? Math.max(...sustained.map((p) => p.achievedRate)) : null
     },
@@ -190,4 +195,4 @@ function ratios (c, base) {
   }
 }
 
-module.exports = { CURVE_PERCENTILES, percentileCurve, affinityOf, recoveryPeriods, controllerRecoveryPeriods, cacheCounters, contenderMetrics, ratios }
+module.exports = { CURVE_PERCENTILES, percentileCurve, affinityOf, recoveryPeriods, controllerRecoveryPeriods, sumCacheCounters, errorsOf, contenderMetrics, ratios }

@@ -4,7 +4,8 @@ const fs = require('node:fs')
 const path = require('node:path')
 const YAML = require('yaml')
 const { validateSpec } = require('../../loadgen')
-const { resolveCapacityOptions } = require('../../apps/capacity')
+const { resolveCapacityOptions, computeServiceMs, kvServiceMs } = require('../lib/capacity')
+const { defaults: computeDefaults } = require('../../apps/compute')
 const { APPS } = require('../../apps')
 const { InvalidArgumentError } = require('../../core/errors')
 
@@ -19,12 +20,13 @@ const EXPERIMENT_DEFAULTS = Object.freeze({
   app: 'compute', // 'compute' | 'kv-cache'
   kind: 'phases', // 'phases': a fixed rate per phase; 'rising': the rate climbs to find each contender's maximum sustained throughput
   servers: 3,
-  frontends: 1,
+  frontends: 2, // the issue: measure with 2 front ends (uncoordinated replica choices), as the paper did
   periodMs: 500, // the controller's balancing period; the paper ran 5 s periods with 120 s phases (24 a phase), the scenarios 0.5 s with 8-10 s phases (16-20)
   strategyOptions: Object.freeze({}), // the chopper contender's strategy options (docs/algorithm.md); {} = the paper's
-  capacity: Object.freeze({ mode: 'model' }), // apps/capacity.js options
+  capacity: Object.freeze({ mode: 'model' }), // bench/lib/capacity.js options: the model wraps each app server
   appOptions: Object.freeze({}), // more app options (kv-cache: cacheTtlMs, spawnRedis, ...)
   preload: false, // KV: set every key once before measuring, so gets find a value
+  missingKeys: 'error', // KV: 'miss' counts a GET of a key nobody wrote (404) as a cache miss, not an error (large key sets, no preload)
   preloadRate: 300, // req/s of the preload (writes cost the most; stay under capacity)
   imbalanceTarget: 1.25, // recovery = periods until the per-period imbalance stays under this (paper 5.2.3's move ratio)
   sloMs: 100, // rising: a step counts as sustained when p99 <= sloMs ...
@@ -55,6 +57,7 @@ function validateScenario (input, name) {
   if (!(typeof e.imbalanceTarget === 'number' && e.imbalanceTarget >= 1)) fail('imbalanceTarget', 'a number >= 1')
   if (!(typeof e.sustainedShare === 'number' && e.sustainedShare > 0 && e.sustainedShare <= 1)) fail('sustainedShare', 'a fraction in (0, 1]')
   if (typeof e.preload !== 'boolean') fail('preload', 'a boolean')
+  if (!['error', 'miss'].includes(e.missingKeys)) fail('missingKeys', "'error' or 'miss'")
   if (!e.appOptions || typeof e.appOptions !== 'object') fail('appOptions', 'an object')
   if (!e.strategyOptions || typeof e.strategyOptions !== 'object') fail('strategyOptions', 'an object')
   e.capacity = resolveCapacityOptions(e.capacity)
@@ -109,4 +112,32 @@ function preloadWorkload (workload, rate) {
   })
 }
 
-module.exports = { EXPERIMENT_DEFAULTS, SCENARIO_DIR, validateScenario, loadScenario, scenarioNames, scaleWorkload, preloadWorkload }
+/**
+ * The modelled aggregate capacity (req/s) of a scenario's app servers for its
+ * first phase's request mix (null outside model mode). Compute: from n in the
+ * path. KV: with every GET a cache hit, so an upper bound (misses cost more).
+ * @returns {{ perServer: number, total: number, serviceMs: number, basis: string }|null}
+ */
+function modelledCapacity (experiment, workload) {
+  const c = experiment.capacity
+  if (c.mode !== 'model') return null
+  const p = workload.phases[0]
+  let serviceMs
+  let basis
+  if (experiment.app === 'compute') {
+    const m = /[?&]n=(\d+)/.exec(p.path || '')
+    const n = m ? Number(m[1]) : computeDefaults.defaultN
+    serviceMs = computeServiceMs(n, c)
+    basis = `compute n = ${n}: ${serviceMs} ms a request`
+  } else {
+    const get = p.mix.get
+    serviceMs = get * kvServiceMs('hit', c) + (1 - get) * kvServiceMs('write', c)
+    basis = `KV, ${Math.round(get * 100)} % GETs, every GET a cache hit: ${round3(serviceMs)} ms a request on average`
+  }
+  const perServer = 1000 / serviceMs
+  return { perServer: round3(perServer), total: round3(perServer * experiment.servers), serviceMs: round3(serviceMs), basis }
+}
+
+const round3 = (x) => Math.round(x * 1000) / 1000
+
+module.exports = { modelledCapacity, EXPERIMENT_DEFAULTS, SCENARIO_DIR, validateScenario, loadScenario, scenarioNames, scaleWorkload, preloadWorkload }

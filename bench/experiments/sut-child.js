@@ -2,18 +2,19 @@
 
 /**
  * Entry point of the system-under-test process (see sut-process.js): starts one
- * contender and answers the harness over IPC until it is told to close.
+ * contender (its shared parts here, each app server in a process of its own)
+ * and answers the harness over IPC until it is told to close.
  */
 const { startContender } = require('./contenders')
-const { cacheCounters } = require('./metrics')
+const { sumCacheCounters } = require('./metrics')
 
 let sut = null
 let closing = null
 
 async function closeSut () {
   if (!sut) return
-  // Requests still queued at a modelled server (their clients timed out) would hold close() open.
-  for (const s of sut.servers) if (s.instance && s.instance.capacity) s.instance.capacity.close()
+  // Responses still held by a modelled server (their clients timed out) would hold close() open.
+  await Promise.all(sut.servers.map((s) => s.flush().catch(() => {})))
   await sut.close()
   sut = null
 }
@@ -21,9 +22,20 @@ async function closeSut () {
 const handlers = {
   async start ({ name, experiment }) {
     sut = await startContender(name, experiment)
-    return { target: sut.target, serverIds: sut.serverIds, haproxyConfig: sut.haproxy ? sut.haproxy.config : undefined, hasController: Boolean(sut.controller) }
+    return {
+      target: sut.target,
+      serverIds: sut.serverIds,
+      haproxyConfig: sut.haproxy ? sut.haproxy.config : undefined,
+      hasController: Boolean(sut.controller),
+      processes: { sut: process.pid, appServers: Object.fromEntries(sut.servers.map((s) => [s.id, s.pid])) }
+    }
   },
-  cacheCounters: () => cacheCounters(sut.servers),
+  async cacheCounters () {
+    return sumCacheCounters(await Promise.all(sut.servers.map((s) => s.stats())))
+  },
+  async serverStats () {
+    return Promise.all(sut.servers.map((s) => s.stats()))
+  },
   rounds: () => (sut.controller ? sut.controller.status().rounds : null),
   async close () {
     closing = closing || closeSut()

@@ -7,14 +7,15 @@ const { InternalError, TimeoutError } = require('../../core/errors')
 const CHILD = path.join(__dirname, 'sut-child.js')
 
 /**
- * Start a contender's system under test (controller, front end, app servers,
- * dynalite, HAProxy) in a child process, so the load generator has the other
- * core to itself: on a 2-core machine, sharing one event loop with the system
- * under test would make the client fall behind its schedule.
+ * Start a contender's system under test in a child process: controller, front
+ * ends, dynalite and HAProxy there, and each app server in a process of its
+ * own below it. The load generator keeps its own event loop: on a 2-core
+ * machine, sharing one with the system under test would make the client fall
+ * behind its schedule.
  * @param {string} name contender
  * @param {object} experiment normalised experiment block
  * @param {{ startTimeoutMs?: number }} [options]
- * @returns {Promise<{ target: string[], serverIds: string[], haproxyConfig?: string, hasController: boolean, cacheCounters: () => Promise<object|null>, rounds: () => Promise<object[]|null>, close: () => Promise<void> }>}
+ * @returns {Promise<{ target: string[], serverIds: string[], haproxyConfig?: string, hasController: boolean, processes: { sut: number, appServers: Record<string, number> }, cacheCounters: () => Promise<object|null>, rounds: () => Promise<object[]|null>, close: () => Promise<void> }>}
  */
 async function startSutProcess (name, experiment, { startTimeoutMs = 60000 } = {}) {
   const child = fork(CHILD, [], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], serialization: 'advanced' })
@@ -60,6 +61,7 @@ async function startSutProcess (name, experiment, { startTimeoutMs = 60000 } = {
   return {
     ...ready,
     cacheCounters: () => call('cacheCounters'),
+    serverStats: () => call('serverStats'),
     rounds: () => call('rounds'),
     async close () {
       try {

@@ -3,6 +3,7 @@
 /** Colours per contender, fixed so every plot in a report agrees. */
 const COLORS = Object.freeze({
   chopper: '#d62728',
+  'chopper-single': '#ff7f0e',
   'consistent-hash': '#1f77b4',
   'haproxy-ch': '#9467bd',
   'haproxy-bounded': '#2ca02c',

@@ -2,10 +2,13 @@
 
 const http = require('node:http')
 const express = require('express')
-const { FifoServer, createCapacity, resolveCapacityOptions, computeServiceMs, kvServiceMs, defaults } = require('../../apps/capacity')
+const { FifoServer, withCapacity, resolveCapacityOptions, computeServiceMs, kvServiceMs, kvOutcome, MODELS, defaults } = require('../../bench/lib/capacity')
 const compute = require('../../apps/compute')
 const { listen, close } = require('../../core/http')
 const { call } = require('../helpers/http')
+const { pollUntil } = require('../../core/poll')
+
+const pollFor = (fn) => pollUntil(fn, { timeoutMs: 2000, intervalMs: 2, what: 'the modelled server to hold the requests' })
 
 describe('FifoServer (fake clock)', () => {
   beforeEach(() => jest.useFakeTimers())
@@ -35,6 +38,17 @@ describe('FifoServer (fake clock)', () => {
     await Promise.all(jobs)
     expect(completed).toBe(100)
     expect(s.stats).toMatchObject({ served: 100, busyMs: 400, peakQueue: 100 })
+  })
+
+  test('a job enqueued late is timed from its arrival: the time the real work took is hidden in the service time', async () => {
+    const s = new FifoServer()
+    const arrival = performance.now()
+    await jest.advanceTimersByTimeAsync(3) // the app worked for 3 ms before answering
+    let doneAt = null
+    const job = s.serve(5, arrival).then(() => { doneAt = performance.now() - arrival })
+    await jest.advanceTimersByTimeAsync(10)
+    await job
+    expect(Math.round(doneAt)).toBe(5)
   })
 
   test('queueing delay grows without bound under overload and stays 0 below capacity', async () => {
@@ -85,34 +99,107 @@ describe('capacity options and service times', () => {
     expect(() => resolveCapacityOptions({ maxQueue: 0 })).toThrow(/capacity\.maxQueue/)
     expect(() => resolveCapacityOptions({ typo: 1 })).toThrow(/capacity\.typo: unknown option/)
     expect(() => resolveCapacityOptions(null)).toThrow(/invalid capacity/)
+    expect(() => withCapacity(() => {}, { app: 'nope' })).toThrow(/invalid app/)
   })
 
-  test('cpu mode models nothing', async () => {
-    const c = createCapacity()
-    expect(c.modelled).toBe(false)
-    await expect(c.serve(1e9)).resolves.toBeUndefined()
+  test('KV outcome: the app\'s X-KV-Outcome header first, then what the response shows', () => {
+    const res = (status, headers = {}) => ({ statusCode: status, getHeader: (h) => headers[h.toLowerCase()] })
+    expect(kvOutcome({ method: 'GET' }, res(200, { 'x-kv-outcome': 'miss', 'x-chopper-cache': 'hit' }))).toBe('miss')
+    expect(kvOutcome({ method: 'PUT' }, res(204, { 'x-kv-outcome': 'write' }))).toBe('write')
+    expect(kvOutcome({ method: 'GET' }, res(200, { 'x-chopper-cache': 'hit' }))).toBe('hit')
+    expect(kvOutcome({ method: 'GET' }, res(200))).toBe('miss')
+    expect(kvOutcome({ method: 'GET' }, res(404))).toBe('miss') // a key nobody wrote: the store was read
+    expect(kvOutcome({ method: 'PUT' }, res(204))).toBe('write')
+    expect(kvOutcome({ method: 'PUT' }, res(421))).toBeNull() // refused: no work, no queue
+    expect(kvOutcome({ method: 'GET' }, res(503))).toBeNull()
+    const o = resolveCapacityOptions({ mode: 'model' })
+    expect(MODELS['kv-cache'].serviceMs({ method: 'GET' }, res(200, { 'x-kv-outcome': 'hit' }), o)).toBe(3)
+    expect(MODELS.compute.serviceMs({ url: '/compute?key=a&n=2000' }, res(200), o)).toBe(16)
+    expect(MODELS.compute.serviceMs({ url: '/compute?key=a' }, res(200), o)).toBe(4) // the app's default n
+    expect(MODELS.compute.serviceMs({ url: '/compute?n=x' }, res(400), o)).toBe(0)
   })
 })
 
-describe('compute app with a modelled capacity (real HTTP, real clock)', () => {
+describe('withCapacity: an app wrapped as one modelled FIFO server (real HTTP, real clock)', () => {
   let server
-  afterEach(async () => { await close(server) })
+  afterEach(async () => { if (server) await close(server); server = null })
 
-  test('requests queue FIFO on the modelled server instead of running the loop', async () => {
-    // 20 ms per request for n = 1000: 5 concurrent requests need >= 100 ms on one modelled server.
+  /** Host `handler` in Express behind withCapacity; resolves the base URL. */
+  async function host (handler, options) {
+    const model = withCapacity(handler, options)
     const app = express()
-    const instance = await compute.create({ capacity: { mode: 'model', computeMsPerMillionOps: 20 } })
-    app.use(instance.app)
+    app.use(model.app)
+    app.use((err, req, res, next) => res.status(err.status || 500).json({ error: { code: err.code, message: err.message } }))
     server = http.createServer(app)
     const port = await listen(server, 0, '127.0.0.1')
+    return { url: `http://127.0.0.1:${port}`, model }
+  }
+
+  test('the compute app (work: false) answers at once; the wrapper holds each response for its service time, in arrival order', async () => {
+    const instance = await compute.create(MODELS.compute.appOptions)
+    const costs = []
+    // 20 ms per request for n = 1000: 5 concurrent requests need >= 100 ms on one modelled server.
+    const { url, model } = await host(instance.app, { app: 'compute', capacity: { computeMsPerMillionOps: 20 }, reportCost: (req, ms) => costs.push(ms) })
     const t0 = performance.now()
-    const rs = await Promise.all(Array.from({ length: 5 }, (_, i) => call(`http://127.0.0.1:${port}/compute?key=k${i}&n=1000`)))
-    const elapsed = performance.now() - t0
-    for (const r of rs) expect(r).toMatchObject({ status: 200, body: { n: 1000, modelled: true, result: null } })
-    expect(elapsed).toBeGreaterThanOrEqual(99)
-    expect(instance.capacity.server.stats).toMatchObject({ served: 5, peakQueue: 5, busyMs: 100 })
-    // Whichever arrived last waited behind at least three others (arrivals are a few ms apart).
-    expect(Math.max(...rs.map((r) => r.body.micros))).toBeGreaterThanOrEqual(80000)
+    const rs = await Promise.all(Array.from({ length: 5 }, (_, i) => call(`${url}/compute?key=k${i}&n=1000`).then((r) => ({ ...r, at: performance.now() - t0 }))))
+    for (const r of rs) expect(r).toMatchObject({ status: 200, body: { n: 1000, result: null } })
+    // The loop did not run: the app's own time is tiny; the modelled time is not.
+    expect(Math.max(...rs.map((r) => r.body.micros))).toBeLessThan(5000)
+    expect(model.stats()).toMatchObject({ served: 5, peakQueue: 5, busyMs: 100, inSystem: 0 })
+    expect(costs).toEqual([20, 20, 20, 20, 20]) // the modelled service time is each request's cost, not its wait
+    // One at a time: the k-th response cannot leave before k service times (the model never finishes a job early).
+    const at = rs.map((r) => r.at).sort((a, b) => a - b)
+    at.forEach((t, k) => expect(t).toBeGreaterThanOrEqual(20 * (k + 1) - 0.5))
     await instance.close()
+  })
+
+  test('the service rate holds under a burst: 20 requests of 10 ms take >= 200 ms, spaced by the service time', async () => {
+    const { url } = await host((req, res) => res.end('ok'), { serviceMs: () => 10 })
+    const t0 = performance.now()
+    const at = await Promise.all(Array.from({ length: 20 }, () => call(url).then(() => performance.now() - t0)))
+    at.sort((a, b) => a - b)
+    expect(at[19]).toBeGreaterThanOrEqual(199)
+    expect(at[9]).toBeGreaterThanOrEqual(99) // the 10th response cannot leave before 10 service times
+  })
+
+  test('KV: the service time follows X-KV-Outcome, and refusals (421) leave at once without queueing', async () => {
+    const handler = (req, res) => {
+      const outcome = req.query.o
+      if (outcome === 'refuse') return res.status(421).json({ error: { code: 'CHOPPER_ERR_NOT_PRIMARY' } })
+      res.setHeader('X-KV-Outcome', outcome)
+      res.end('v')
+    }
+    const { url, model } = await host(handler, { app: 'kv-cache', capacity: { kvHitMs: 30, kvStoreMs: 50 } })
+    const slow = call(`${url}/kv?o=miss`) // occupies the server for 80 ms
+    const t0 = performance.now()
+    const refused = await call(`${url}/kv?o=refuse`)
+    expect(refused.status).toBe(421)
+    expect(performance.now() - t0).toBeLessThan(60) // did not wait behind the miss
+    const hit = await call(`${url}/kv?o=hit`) // behind the miss: done at >= 80 + 30 ms after the miss arrived
+    expect(hit.status).toBe(200)
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(100)
+    expect((await slow).status).toBe(200)
+    expect(model.stats()).toMatchObject({ served: 2, busyMs: 110 })
+  })
+
+  test('past maxQueue requests in the system, a new request gets 503 before the app runs', async () => {
+    let ran = 0
+    const { url, model } = await host((req, res) => { ran++; res.end('ok') }, { serviceMs: () => 100, capacity: { maxQueue: 2 } })
+    const first = [call(url), call(url)]
+    await pollFor(() => model.stats().inSystem === 2)
+    const third = await call(url)
+    expect(third.status).toBe(503)
+    expect(third.body.error.code).toBe('CHOPPER_ERR_UPSTREAM_UNAVAILABLE')
+    expect(ran).toBe(2)
+    expect((await Promise.all(first)).map((r) => r.status)).toEqual([200, 200])
+    expect(model.stats().refused).toBe(1)
+  })
+
+  test('close() releases every held response at once', async () => {
+    const { url, model } = await host((req, res) => res.end('ok'), { serviceMs: () => 60000 })
+    const pending = call(url)
+    await pollFor(() => model.server.length === 1)
+    model.close()
+    expect((await pending).status).toBe(200)
   })
 })

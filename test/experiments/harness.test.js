@@ -8,7 +8,10 @@ const { main } = require('../../bench/experiments/run')
 const { runScenario } = require('../../bench/experiments/harness')
 const { validateScenario, loadScenario, scenarioNames } = require('../../bench/experiments/scenario')
 const { CONTENDER_NAMES } = require('../../bench/experiments/contenders')
-const { affinityOf, recoveryPeriods, controllerRecoveryPeriods } = require('../../bench/experiments/metrics')
+const { affinityOf, recoveryPeriods, controllerRecoveryPeriods, errorsOf } = require('../../bench/experiments/metrics')
+const { headline, renderReport } = require('../../bench/experiments/report')
+
+const CONTROLLED = ['chopper', 'chopper-single', 'consistent-hash']
 
 // A tiny compute scenario: two 1 s phases with different hot keys, 2 servers at ~50 % of the modelled capacity.
 const tiny = {
@@ -64,6 +67,14 @@ function expectContenderFields (c, { kv, controller }) {
   }
   expect(c.client).toEqual(expect.objectContaining({ heldRate: expect.any(Boolean), problems: expect.any(Array) }))
   expect(Object.keys(c.vsChopper).sort()).toEqual([...RATIOS].sort())
+  // Each app server ran in a process of its own, apart from the system under test's and the harness's.
+  const pids = Object.values(c.processes.appServers)
+  expect(pids).toHaveLength(c.servers.length)
+  expect(new Set([...pids, c.processes.sut, process.pid]).size).toBe(pids.length + 2)
+  for (const srv of c.servers) {
+    expect(srv.pid).toBe(c.processes.appServers[srv.id])
+    expect(srv.capacity.served).toBeGreaterThan(0) // every request went through the modelled queue
+  }
 }
 
 describe('experiments harness', () => {
@@ -88,7 +99,17 @@ describe('experiments harness', () => {
     const s = doc.scenarios[0]
     expect(s.experiment).toEqual(expect.objectContaining({ app: 'compute', periodMs: 250, capacity: expect.objectContaining({ mode: 'model' }) }))
     expect(s.contenders.map((c) => c.name)).toEqual(CONTENDER_NAMES)
-    for (const c of s.contenders) expectContenderFields(c, { kv: false, controller: ['chopper', 'consistent-hash'].includes(c.name) })
+    expect(s.experiment.frontends).toBe(2)
+    expect(s.modelledCapacity).toEqual(expect.objectContaining({ perServer: 250, total: 500 }))
+    for (const c of s.contenders) expectContenderFields(c, { kv: false, controller: CONTROLLED.includes(c.name) })
+    // Every contender got fresh processes.
+    expect(new Set(s.contenders.map((c) => c.processes.sut)).size).toBe(CONTENDER_NAMES.length)
+    // The load went to both Chopper front ends, or to the one HAProxy.
+    for (const c of s.contenders) expect(c.targets).toHaveLength(CONTROLLED.includes(c.name) ? 2 : 1)
+    // The done-when checks that apply to any scenario were computed, with a pass or fail each.
+    const checks = doc.headline.filter((h) => h.doneWhen)
+    expect(checks.map((h) => h.id).sort()).toEqual(['no-loss-vs-consistent-hash', 'p99-vs-random2'])
+    for (const h of checks) expect(typeof h.met).toBe('boolean')
     // Ratios are relative to Chopper; the HAProxy contenders carry their generated configuration.
     expect(s.contenders[0].vsChopper.p50).toBe(1)
     expect(s.contenders.find((c) => c.name === 'haproxy-bounded').haproxyConfig).toMatch(/hash-balance-factor 125/)
@@ -100,6 +121,7 @@ describe('experiments harness', () => {
     expect(html).toMatch(/^<!doctype html>/)
     expect(html).not.toMatch(/<script/)
     expect((html.match(/<svg /g) || []).length).toBe(3) // percentiles, imbalance, throughput vs latency
+    expect(html).toMatch(/Done when \(issue 10\): \d of 2 checks pass/)
     for (const c of s.contenders) expect(html).toContain(c.label)
   })
 
@@ -116,12 +138,33 @@ describe('experiments harness', () => {
     }
   })
 
-  test('the shipped scenarios are valid and cover the six experiments', () => {
+  test('a large key set without preload: GETs of keys nobody wrote count as misses, not errors', async () => {
+    const scenario = validateScenario({
+      experiment: { app: 'kv-cache', servers: 2, periodMs: 250, missingKeys: 'miss', capacity: { mode: 'model', kvHitMs: 1, kvStoreMs: 2 } },
+      workload: { seed: 9, defaults: { keys: { count: 100000 }, distribution: { type: 'zipf', s: 1.1 }, mix: { get: 0.9, set: 0.1 }, value: 32, path: '/kv?key={key}' }, phases: [{ name: 'a', duration: '1s', rate: 150 }] }
+    }, 'tiny-large')
+    const r = await runScenario(scenario, { contenders: ['chopper'] })
+    const c = r.contenders[0]
+    expect(c.ok).toBe(true)
+    expect(c.preload).toBeNull()
+    expect(c.throughput.notFound).toBeGreaterThan(0)
+    expect(c.throughput.errors).toBe(0)
+    expect(c.cache.misses).toBeGreaterThanOrEqual(c.throughput.notFound)
+  })
+
+  test('the shipped scenarios are valid: the six experiments and issue 10\'s three, each within 35 s of load', () => {
     const names = scenarioNames()
-    expect(names).toHaveLength(6)
+    expect(names).toHaveLength(9)
     const loaded = names.map((n) => loadScenario(n))
-    expect(loaded.map((s) => s.experiment.app)).toEqual(['kv-cache', 'kv-cache', 'kv-cache', 'kv-cache', 'compute', 'compute'])
+    expect(loaded.map((s) => s.experiment.app)).toEqual(['kv-cache', 'kv-cache', 'kv-cache', 'kv-cache', 'compute', 'compute', 'kv-cache', 'compute', 'kv-cache'])
     expect(loaded[5].experiment.kind).toBe('rising')
+    for (const s of loaded) expect(s.workload.phases.reduce((a, p) => a + p.duration, 0)).toBeLessThanOrEqual(35)
+    expect(loaded[6].workload.phases[0].keys.count).toBeGreaterThanOrEqual(100000)
+    expect(loaded[6].workload.phases[0].distribution.type).toBe('zipf')
+    expect(loaded[6].experiment.missingKeys).toBe('miss')
+    expect(new Set(loaded[7].workload.phases.map((p) => p.hot.keys.join())).size).toBe(loaded[7].workload.phases.length) // the hot set moves every phase
+    expect(loaded[8].workload.phases.map((p) => p.rate)).toEqual([750, 825, 900]) // 100 % to 120 % of 750 req/s
+    expect(() => validateScenario({ experiment: { missingKeys: 'ignore' }, workload: tiny.workload })).toThrow(/experiment\.missingKeys/)
     expect(() => loadScenario('nope')).toThrow(/unknown scenario "nope"/)
     expect(() => validateScenario({ experiment: { app: 'x' }, workload: tiny.workload })).toThrow(/experiment\.app/)
     expect(() => validateScenario({ experiment: { typo: 1 }, workload: tiny.workload })).toThrow(/experiment\.typo/)
@@ -148,5 +191,71 @@ describe('metrics', () => {
     expect(controllerRecoveryPeriods(rounds, { startMs: 2000, durationMs: 3000 }, { periodMs: 500, target: 1.25 })).toBe(4)
     expect(controllerRecoveryPeriods(rounds.slice(0, 4), { startMs: 2000, durationMs: 3000 }, { periodMs: 500, target: 1.25 })).toBe(4) // last round, nothing after it
     expect(controllerRecoveryPeriods([r(2.6, 2), r(3.1, 2)], { startMs: 2000, durationMs: 3000 }, { periodMs: 500, target: 1.25 })).toBeNull()
+  })
+})
+
+describe('headline: issue 10\'s done-when checks from the data', () => {
+  const contender = (name, { p90 = 10, p99 = 20, rate = 675, hitRate = null, sustained = null, recovery = [1, 2] } = {}) => ({
+    name,
+    ok: true,
+    latencyMs: { p90, p99 },
+    throughput: { achievedRate: rate, maxSustainedRate: sustained },
+    cache: hitRate === null ? null : { hitRate },
+    recovery: recovery.map((periods) => ({ periods, controllerPeriods: periods })),
+    phases: [{ targetRate: 300, latencyMs: { p90 } }]
+  })
+  const scenario = (name, contenders, extra = {}) => ({ scenario: name, experiment: { periodMs: 500, imbalanceTarget: 1.25, sloMs: 100, kind: 'phases', ...extra }, contenders })
+  const doc = (overrides = {}) => ({
+    scenarios: [
+      scenario('1-kv-hot-keys', [contender('chopper', { p99: 20, hitRate: 0.97, ...overrides.s1 }), contender('consistent-hash', { p90: 5000, p99: 9000 }), contender('haproxy-bounded', { p99: 30, hitRate: 0.92 }), contender('haproxy-random2', { p99: 25 })]),
+      scenario('5-compute-hot-keys', [contender('chopper', { p90: 8, p99: 20, ...overrides.s5 }), contender('consistent-hash', { p90: 3500, p99: 9000 }), contender('haproxy-bounded', { p99: 30 }), contender('haproxy-random2', { p99: 14 })]),
+      { ...scenario('6-compute-rising-rate', [contender('chopper', { sustained: 700, ...overrides.s6 }), contender('consistent-hash', { sustained: 400 }), contender('haproxy-random2', { p99: 20 })], { kind: 'rising' }), modelledCapacity: { total: 750 } }
+    ]
+  })
+  const byId = (d) => Object.fromEntries(headline(d).filter((h) => h.doneWhen).map((h) => [h.id, h.met]))
+
+  test('every check passes on data that meets every goal', () => {
+    expect(byId(doc())).toEqual({
+      '1-kv-hot-keys-p99-vs-bounded': true,
+      '5-compute-hot-keys-p99-vs-bounded': true,
+      '1-kv-hot-keys-hit-rate-vs-bounded': true,
+      '5-compute-hot-keys-p90': true,
+      '6-compute-rising-rate-max-sustained': true,
+      'p99-vs-random2': true,
+      'no-loss-vs-consistent-hash': true,
+      '1-kv-hot-keys-recovery': true,
+      '5-compute-hot-keys-recovery': true
+    })
+  })
+
+  test('each check fails when its own figure misses', () => {
+    expect(byId(doc({ s1: { p99: 31 } }))).toMatchObject({ '1-kv-hot-keys-p99-vs-bounded': false, 'p99-vs-random2': true })
+    expect(byId(doc({ s1: { hitRate: 0.9 } }))['1-kv-hot-keys-hit-rate-vs-bounded']).toBe(false)
+    expect(byId(doc({ s5: { p90: 36 } }))['5-compute-hot-keys-p90']).toBe(false) // 3500 / 36 < 100
+    expect(byId(doc({ s6: { sustained: 670 } }))['6-compute-rising-rate-max-sustained']).toBe(false) // < 675
+    expect(byId(doc({ s6: { sustained: null } }))['6-compute-rising-rate-max-sustained']).toBe(false)
+    expect(byId(doc({ s5: { p99: 22 } }))).toMatchObject({ 'p99-vs-random2': false, '5-compute-hot-keys-p99-vs-bounded': true }) // 22 > 1.5 × 14
+    expect(byId(doc({ s6: { sustained: 390 } }))['no-loss-vs-consistent-hash']).toBe(false)
+    expect(byId(doc({ s1: { p99: 9600 } }))['no-loss-vs-consistent-hash']).toBe(false) // beyond the 5 % tolerance
+    expect(byId(doc({ s1: { rate: 600 } }))['no-loss-vs-consistent-hash']).toBe(false)
+    expect(byId(doc({ s1: { recovery: [1, 3] } }))['1-kv-hot-keys-recovery']).toBe(false)
+    expect(byId(doc({ s5: { recovery: [null, 1] } }))['5-compute-hot-keys-recovery']).toBe(false)
+  })
+
+  test('the HTML shows the checks as a table with pass or FAIL', () => {
+    const d = { ...doc({ s1: { p99: 31 } }), environment: {}, command: 'x', scenarios: [] }
+    d.headline = headline(doc({ s1: { p99: 31 } }))
+    const html = renderReport(d)
+    expect(html).toMatch(/Done when \(issue 10\): 8 of 9 checks pass/)
+    expect((html.match(/>pass</g) || []).length).toBe(8)
+    expect((html.match(/>FAIL</g) || []).length).toBe(1)
+  })
+})
+
+describe('errorsOf', () => {
+  test('with missingKeys: miss, 404s are not-found reads, not errors', () => {
+    const x = { errorCount: 7, errors: { '4xx': 6, '5xx': 1 }, status: { 200: 90, 404: 5, 421: 1, 503: 1 } }
+    expect(errorsOf(x, { missingKeys: 'miss' })).toEqual({ count: 2, byClass: { '4xx': 1, '5xx': 1 }, notFound: 5 })
+    expect(errorsOf(x, { missingKeys: 'error' })).toEqual({ count: 7, byClass: { '4xx': 6, '5xx': 1 }, notFound: 0 })
   })
 })

@@ -1,0 +1,95 @@
+'use strict'
+
+/**
+ * One app server in a process of its own (bench/lib/app-process.js forks it):
+ * the app, wrapped in the capacity model when `capacity.mode` is 'model',
+ * hosted by appserver-lib, registered with the controller when one is given.
+ * Pushes, lease renewals, load reports and requests therefore cross real
+ * sockets and this process's own scheduler.
+ *
+ * argv[2] is the app's name, so the parent can fork several of these at once
+ * and the slow part (loading the app's modules) runs in parallel; `start`
+ * then only listens and registers, in the order the parent chooses.
+ */
+const pino = require('pino')
+const { Registry } = require('prom-client')
+const { loadApp, startApp } = require('../../apps')
+const { withCapacity, MODELS } = require('./capacity')
+const { serveChild } = require('./child')
+
+const appName = process.argv[2]
+const appModule = loadApp(appName)
+
+let started = null
+let model = null
+let closing = null
+
+/** The app module with the capacity model around each instance it creates. */
+function modelled (capacity) {
+  return {
+    async create (options) {
+      const instance = await appModule.create({ ...options, ...MODELS[appName].appOptions })
+      model = withCapacity(instance.app, { app: appName, capacity })
+      return { ...instance, app: model.app }
+    }
+  }
+}
+
+async function counter (registry, name) {
+  const m = registry.getSingleMetric(name)
+  if (!m) return null
+  return (await m.get()).values.reduce((a, v) => a + v.value, 0)
+}
+
+async function close () {
+  if (!started) return
+  // Responses held by the model (their clients may have timed out) would hold close() open.
+  if (model) model.close()
+  await started.close()
+  started = null
+}
+
+serveChild({
+  async start ({ config }) {
+    const { id, appOptions = {}, capacity, controllerUrl, enforceOwnership, logLevel = 'error' } = config
+    const logger = pino({ level: logLevel, base: { pid: process.pid, serverId: id } }, pino.destination({ fd: 2, sync: true }))
+    const registry = new Registry()
+    const useModel = Boolean(capacity && capacity.mode === 'model')
+    started = await startApp(useModel ? modelled(capacity) : appModule, {
+      id,
+      appOptions,
+      registry,
+      logger,
+      controllerUrl,
+      host: '127.0.0.1',
+      advertiseHost: '127.0.0.1',
+      port: 0,
+      controlPort: 0,
+      ...(enforceOwnership === undefined ? {} : { enforceOwnership })
+    })
+    started.registry = registry
+    return { id, url: started.url, controlUrl: started.controlUrl, pid: process.pid, modelled: useModel }
+  },
+  /** Cache counters (kv-cache; null otherwise), the modelled server's figures and the guard's generation. */
+  async stats () {
+    if (!started) return null
+    const hits = await counter(started.registry, 'chopper_kv_cache_hits_total')
+    const misses = await counter(started.registry, 'chopper_kv_cache_misses_total')
+    return {
+      pid: process.pid,
+      generation: started.server.guard.generation,
+      cache: hits === null ? null : { hits, misses: misses || 0 },
+      capacity: model ? model.stats() : null
+    }
+  },
+  /** Release every held response now (end of run), so closing does not wait for them. */
+  flush () {
+    if (model) model.close()
+    return true
+  },
+  async close () {
+    closing = closing || close()
+    await closing
+    return true
+  }
+})
