@@ -36,6 +36,10 @@ const defaults = Object.freeze({
   renewMs: 250, // lease renewal period (the controller's leaseMs is several times this)
   holdMs: 2000, // a request for a slice in handoff waits this long for the grant
   drainTimeoutMs: 1000, // a revoke push waits this long for in-flight requests before answering
+  // Which of them: 'writes' (methods other than GET, HEAD, OPTIONS; a read
+  // admitted before a revoke overlaps every write the next owner admits, so it
+  // may finish later: docs/ownership.md) or 'all'.
+  handoffDrain: 'writes',
   drainDeadlineMs: 15000, // drain(): give up waiting for the controller to move our slices after this
   logger: silent
 })
@@ -63,7 +67,7 @@ function createAppServer (options) {
   for (const k of ['renewMs', 'drainTimeoutMs', 'drainDeadlineMs']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
-  const guard = new ShardGuard({ serverId: id, onAcquire: opts.onAcquire, onRelease: opts.onRelease, consistency: opts.consistency, leases: Boolean(controllerUrl), holdMs: opts.holdMs, logger: log })
+  const guard = new ShardGuard({ serverId: id, onAcquire: opts.onAcquire, onRelease: opts.onRelease, consistency: opts.consistency, leases: Boolean(controllerUrl), holdMs: opts.holdMs, handoffDrain: opts.handoffDrain, logger: log })
   if (opts.consistency === 'strict' && !controllerUrl) log.warn('consistency is strict but there is no controller to grant leases: admission follows pushed maps only')
   registerGuardMetrics(registry, guard)
 

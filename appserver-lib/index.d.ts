@@ -21,6 +21,8 @@ export type Consistency = 'strict' | 'available'
  * the synchronous part of the handler (CPU-bound apps). `setRequestCost`
  * overrides either.
  */
+/** 'writes': methods other than GET, HEAD and OPTIONS; 'all': every request. */
+export type HandoffDrain = 'writes' | 'all'
 export type CostMode = 'wall' | 'cpu'
 
 /** One slice of the keyspace: half-open [start, end) of 32-bit slice keys. */
@@ -117,6 +119,8 @@ export interface AppServerOptions {
   holdMs?: number
   /** How long a revoke push waits for in-flight requests before answering, in ms (integer >= 1). Default 1000. */
   drainTimeoutMs?: number
+  /** Which requests admitted under an older map a handoff waits for. Default 'writes'. */
+  handoffDrain?: HandoffDrain
   /** drain() stops waiting for the controller to move this server's slices after this, in ms (integer >= 1). Default 15000. */
   drainDeadlineMs?: number
   /** Default: silent. */
@@ -216,6 +220,8 @@ export interface ShardGuardOptions {
   leases?: boolean
   /** How long admitOrHold waits for the map that decides a request, in ms (integer >= 0). Default 2000. */
   holdMs?: number
+  /** Which requests admitted under an older map a handoff waits for. Default 'writes'. */
+  handoffDrain?: HandoffDrain
   /** Monotonic clock in ms. Default performance.now. */
   now?: () => number
   logger?: ChopperLogger
@@ -335,13 +341,14 @@ export class ShardGuard {
   /** admitSliceKey, waiting up to holdMs for the map that decides it when shouldHold says so. */
   admitOrHold (key: number, routedGeneration: number, abandoned?: () => boolean): Promise<number>
   /** Mark a request admitted under the current map as running. */
-  begin (): InflightToken
+  /** `write`: a request a handoff must drain (handoffDrain 'writes'). */
+  begin (write?: boolean): InflightToken
   /**
    * The request admitted under `token`'s map finished. With `slice` (the index
    * admitSliceKey returned) and `costMs`, its busy time is added to that slice's
    * range in the map that admitted it, even when the map changed since.
    */
-  end (token: InflightToken, slice?: number, costMs?: number): void
+  end (token: InflightToken, slice?: number, costMs?: number, write?: boolean): void
   /** Resolves true once every request admitted under older maps finished, false on timeout. */
   waitDrained (timeoutMs: number): Promise<boolean>
   /** The 421 error for a key this server does not own, carrying the generation. */
@@ -406,6 +413,10 @@ declare global {
        * admitted (enforceOwnership: false serving a key this server does not hold).
        */
       chopperReplicas?: readonly string[]
+      /** Servers that admit the request's slice now (a subset of chopperReplicas during a handoff). */
+      chopperAdmitters?: readonly string[]
+      /** Every server's URL in the map that admitted the request. */
+      chopperServers?: Readonly<Record<string, { url: string }>>
     }
   }
 }

@@ -23,6 +23,25 @@ function setRequestCost (req, ms) {
   req[STATED_COST] = ms
 }
 
+/** Requests a handoff must drain before the next owner starts (handoffDrain 'writes'). */
+function isWrite (method) {
+  return method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS'
+}
+
+/**
+ * What the app learns about an admitted request, all from the map that
+ * admitted it: the slice key, the generation (a fencing token for writes), the
+ * slice's servers (primary first), the servers admitting it now (a subset
+ * during a handoff) and the servers' URLs (docs/replication.md).
+ */
+function describe (req, key, token, slice) {
+  req.sliceKey = key
+  req.chopperGeneration = token.generation
+  req.chopperReplicas = token.map.replicas[slice]
+  req.chopperAdmitters = token.map.admitters[slice]
+  req.chopperServers = token.map.assignment.servers
+}
+
 /**
  * Express middleware enforcing ownership: 400 without a key; 421 (with our
  * generation) for a key this server may not admit, after holding it briefly
@@ -53,28 +72,26 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
   // to `res` (measured: an expando on Node's response objects cost more per
   // request than the closure).
   function admittedWall (req, res, next, key, slice) {
-    const token = guard.begin()
+    const write = isWrite(req.method)
+    const token = guard.begin(write)
     const t0 = performance.now()
     res.once('close', () => {
       const stated = req[STATED_COST]
-      guard.end(token, slice, stated === undefined ? performance.now() - t0 : stated)
+      guard.end(token, slice, stated === undefined ? performance.now() - t0 : stated, write)
     })
-    req.sliceKey = key
-    req.chopperGeneration = token.generation
-    req.chopperReplicas = token.map.replicas[slice]
+    describe(req, key, token, slice)
     next()
   }
 
   function admittedCpu (req, res, next, key, slice) {
-    const token = guard.begin()
+    const write = isWrite(req.method)
+    const token = guard.begin(write)
     let cpuMs = 0
     res.once('close', () => {
       const stated = req[STATED_COST]
-      guard.end(token, slice, stated === undefined ? cpuMs : stated)
+      guard.end(token, slice, stated === undefined ? cpuMs : stated, write)
     })
-    req.sliceKey = key
-    req.chopperGeneration = token.generation
-    req.chopperReplicas = token.map.replicas[slice]
+    describe(req, key, token, slice)
     const c0 = process.cpuUsage()
     next()
     const d = process.cpuUsage(c0)

@@ -11,6 +11,7 @@ const { LoadLedger } = require('./load-ledger')
 
 const noop = () => {}
 const CONSISTENCY = ['strict', 'available']
+const HANDOFF_DRAIN = ['writes', 'all']
 
 /**
  * The framework-free core of appserver-lib: holds this server's view of the
@@ -39,15 +40,20 @@ class ShardGuard {
    * @param {'strict'|'available'} [options.consistency] strict: admit only under a live lease (once leases are in force)
    * @param {boolean} [options.leases] leases are in force from the start (a controller grants them); else from the first grant
    * @param {number} [options.holdMs] how long a request for a slice in handoff (or routed with a newer generation) waits for the map that decides it
+   * @param {'writes'|'all'} [options.handoffDrain] which requests admitted under an older map a handoff
+   *   waits for: 'writes' (default: requests that may change state; a read admitted before the revoke
+   *   is concurrent with every write the next owner admits, see docs/ownership.md) or 'all'
    * @param {() => number} [options.now] monotonic clock in ms (performance.now)
    * @param {import('pino').Logger} [options.logger]
    */
-  constructor ({ serverId, onAcquire = noop, onRelease = noop, consistency = 'available', leases = false, holdMs = 2000, now = () => performance.now(), logger = silent } = {}) {
+  constructor ({ serverId, onAcquire = noop, onRelease = noop, consistency = 'available', leases = false, holdMs = 2000, handoffDrain = 'writes', now = () => performance.now(), logger = silent } = {}) {
     if (typeof serverId !== 'string' || serverId.length === 0) throw new InvalidArgumentError('invalid serverId: expected a non-empty string')
     if (typeof onAcquire !== 'function') throw new InvalidArgumentError('invalid onAcquire: expected a function')
     if (typeof onRelease !== 'function') throw new InvalidArgumentError('invalid onRelease: expected a function')
     if (!CONSISTENCY.includes(consistency)) throw new InvalidArgumentError(`invalid consistency: expected one of ${CONSISTENCY.join(', ')}, got ${JSON.stringify(consistency)}`)
     if (!Number.isInteger(holdMs) || holdMs < 0) throw new InvalidArgumentError('invalid holdMs: expected an integer >= 0')
+    if (!HANDOFF_DRAIN.includes(handoffDrain)) throw new InvalidArgumentError(`invalid handoffDrain: expected one of ${HANDOFF_DRAIN.join(', ')}, got ${JSON.stringify(handoffDrain)}`)
+    this.drainAll = handoffDrain === 'all'
     this.serverId = serverId
     this.onAcquire = onAcquire
     this.onRelease = onRelease
@@ -84,7 +90,13 @@ class ShardGuard {
    * revoked slice to its next owner.
    */
   get drainedGeneration () {
-    return this.older.length > 0 ? this.older[0].generation : this.generation
+    for (const t of this.older) if (this.#pending(t)) return t.generation
+    return this.generation
+  }
+
+  /** Whether a handoff still waits for requests admitted under `token`'s map. */
+  #pending (token) {
+    return (this.drainAll ? token.inflight : token.writes) > 0
   }
 
   /** True while leases are enforced and the lease is live. */
@@ -216,9 +228,10 @@ class ShardGuard {
    * token for `end`. The token is shared by every request of that map and
    * carries it (`token.map`: the slice's `replicas[i]`, its range for cost).
    */
-  begin () {
+  begin (write = false) {
     const t = this.current
     t.inflight++
+    if (write) t.writes++
     return t
   }
 
@@ -227,9 +240,10 @@ class ShardGuard {
    * `admitSliceKey` returned) and `costMs` add its busy time to that slice's
    * range in the map it was admitted under, even when the map changed since.
    */
-  end (token, slice = -1, costMs = 0) {
+  end (token, slice = -1, costMs = 0, write = false) {
     if (costMs > 0 && slice >= 0) token.costs[slice] += costMs
     token.inflight--
+    if (write && --token.writes === 0 && token !== this.current && !this.drainAll) this.#wake(this.drainWaiters)
     if (token.inflight > 0 || token === this.current) return
     const at = this.older.indexOf(token)
     if (at === -1) return
@@ -273,10 +287,13 @@ class ShardGuard {
     }
   }
 
-  /** Resolves true once every request admitted under maps before the current one finished, false on timeout. */
+  /**
+   * Resolves true once every request a handoff waits for (see handoffDrain)
+   * admitted under maps before the current one finished, false on timeout.
+   */
   async waitDrained (timeoutMs) {
     const deadline = this.now() + timeoutMs
-    while (this.older.length > 0) {
+    while (this.older.some((t) => this.#pending(t))) {
       const left = deadline - this.now()
       if (left <= 0) return false
       await this.#waitFor(this.drainWaiters, left)
@@ -351,7 +368,7 @@ class ShardGuard {
 
 /** What `begin()` returns: one per installed map, shared by its requests. */
 function inflightToken (generation, map) {
-  return { generation, inflight: 0, map, costs: new Float64Array(map.size) }
+  return { generation, inflight: 0, writes: 0, map, costs: new Float64Array(map.size) }
 }
 
-module.exports = { ShardGuard, CONSISTENCY }
+module.exports = { ShardGuard, CONSISTENCY, HANDOFF_DRAIN }

@@ -17,6 +17,7 @@ const TABLE = {
   NotOwnerError: ['CHOPPER_ERR_NOT_OWNER', 421],
   LeaseExpiredError: ['CHOPPER_ERR_LEASE_EXPIRED', 421],
   FencedWriteError: ['CHOPPER_ERR_FENCED_WRITE', 421],
+  NotPrimaryError: ['CHOPPER_ERR_NOT_PRIMARY', 421],
   NoAssignmentError: ['CHOPPER_ERR_NO_ASSIGNMENT', 503],
   UnknownServerError: ['CHOPPER_ERR_UNKNOWN_SERVER', 404],
   LastServerError: ['CHOPPER_ERR_LAST_SERVER', 409],
@@ -24,6 +25,8 @@ const TABLE = {
   UpstreamUnavailableError: ['CHOPPER_ERR_UPSTREAM_UNAVAILABLE', 503],
   UpstreamTimeoutError: ['CHOPPER_ERR_UPSTREAM_TIMEOUT', 504],
   StoreUnavailableError: ['CHOPPER_ERR_STORE_UNAVAILABLE', 503],
+  ReplicaUnavailableError: ['CHOPPER_ERR_REPLICA_UNAVAILABLE', 503],
+  WriteIndeterminateError: ['CHOPPER_ERR_WRITE_INDETERMINATE', 503],
   TooManyClientsError: ['CHOPPER_ERR_TOO_MANY_CLIENTS', 503],
   TimeoutError: ['CHOPPER_ERR_TIMEOUT', 504],
   InternalError: ['CHOPPER_ERR_INTERNAL', 500]

@@ -9,8 +9,8 @@ const { MemoryCache } = require('./memory-cache')
 const { KvService } = require('./kv-service')
 const { createRoutes } = require('./routes')
 const { spawnRedis, startDynalite } = require('./embedded')
+const { FenceClient } = require('./fence-client')
 const { componentLogger, silent } = require('../../core/logger')
-const { createCapacity } = require('../capacity')
 
 /**
  * The KV-cache app (paper 4.2 and 6.1): Redis as a per-server look-aside
@@ -21,10 +21,14 @@ const { createCapacity } = require('../capacity')
  * (closed with the app); else an in-process TTL cache (with a warning when
  * that is because the binary is missing).
  *
+ * Replicated slices (docs/replication.md): any replica serves reads, the
+ * primary serves writes and holds and fences the key on the other replicas
+ * (kv-service.js). It finds their data URLs in `req.chopperServers` when the
+ * shard guard provides it, else in the last assignment the ownership hooks
+ * were called with.
+ *
  * @param {object} [options] see `defaults` in ./options.js
- * With `capacity: { mode: 'model' }` every request also occupies this server's
- * modelled FIFO queue for a hit's, miss's or write's time (apps/capacity.js).
- * @returns {Promise<{ app, onAcquire, onRelease, close, cache: { backend, url }, service, capacity }>}
+ * @returns {Promise<{ app, onAcquire, onRelease, close, cache: { backend, url }, service }>}
  *   the app contract appserver-lib hosts
  */
 async function create (options = {}) {
@@ -49,21 +53,27 @@ async function create (options = {}) {
 
     const cache = await openCache(o, log, metrics, closers)
     metrics.backend.set({ backend: cache.backend }, 1)
-    const service = new KvService({ store, cache, metrics, logger: log })
+    const fencer = new FenceClient({ serverId: o.serverId, timeoutMs: o.fenceTimeoutMs, metrics, logger: log })
+    closers.push(() => fencer.close())
+    const service = new KvService({ store, cache, metrics, fencer, holdLapseMs: o.holdLapseMs, serverId: o.serverId, logger: log })
     closers.push(() => service.settle())
-    const capacity = createCapacity(o.capacity)
-    closers.push(() => capacity.close())
+    const directory = new ServerDirectory()
     log.info({ table: o.table, dynamoEndpoint: o.dynamoEndpoint || 'aws', cache: cache.backend, redisUrl: redact(cache.url) }, 'kv-cache ready')
 
     let closed = false
     return {
-      app: createRoutes({ service, maxValueBytes: o.maxValueBytes, capacity, logger: log }),
-      capacity,
-      // Exclusive admission under leases: a value is only ever served by the one
-      // server that may have acknowledged the last write (docs/ownership.md).
+      app: createRoutes({ service, maxValueBytes: o.maxValueBytes, serverId: o.serverId, urlOf: (id, req) => directory.urlOf(id, req), metrics, logger: log }),
+      // Admission under leases: a value is only ever served by servers the
+      // last write held and fenced (docs/ownership.md, docs/replication.md).
       consistency: 'strict',
-      onAcquire: (ranges) => service.onAcquire(ranges),
-      onRelease: (ranges) => service.onRelease(ranges),
+      onAcquire: (ranges, ctx) => {
+        directory.learn(ctx)
+        service.onAcquire(ranges)
+      },
+      onRelease: (ranges, ctx) => {
+        directory.learn(ctx)
+        service.onRelease(ranges)
+      },
       cache: { backend: cache.backend, url: cache.url },
       service, // the HTTP-free core, for tests and tooling
       async close () {
@@ -75,6 +85,35 @@ async function create (options = {}) {
   } catch (err) {
     await closeAll()
     throw err
+  }
+}
+
+/**
+ * Where the other replicas of a slice listen: `req.chopperServers` (the
+ * servers map of the assignment that admitted the request) when the shard
+ * guard sets it, else the newest assignment the ownership hooks have seen.
+ * A server id is bound to one URL for the life of a cluster, so an older map
+ * still names the right place; one that joined since the last hook call is
+ * not known here (the write then fails with 503, never silently).
+ */
+class ServerDirectory {
+  constructor () {
+    this.generation = -1
+    this.servers = {}
+  }
+
+  learn (ctx) {
+    const a = ctx && ctx.assignment
+    if (!a || !a.servers || !(a.generation >= this.generation)) return
+    this.generation = a.generation
+    this.servers = a.servers
+  }
+
+  urlOf (id, req) {
+    const fromReq = req && req.chopperServers && req.chopperServers[id]
+    if (fromReq && fromReq.url) return fromReq.url
+    const s = Object.hasOwn(this.servers, id) ? this.servers[id] : undefined
+    return s && s.url
   }
 }
 

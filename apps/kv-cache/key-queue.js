@@ -31,6 +31,21 @@ class KeyQueue {
     return this.#enqueue(key, 'write', fn, this.tails.get(key))
   }
 
+  /**
+   * Reads that arrive from now on do not join the read in flight on `key`
+   * (they queue behind it and read again): a write elsewhere may land
+   * between that read and theirs (kv-service.js, holds).
+   */
+  cut (key) {
+    const tail = this.tails.get(key)
+    if (!tail || tail.kind !== 'read') return
+    const entry = { kind: 'cut', promise: tail.promise }
+    this.tails.set(key, entry)
+    tail.promise.catch(noop).then(() => {
+      if (this.tails.get(key) === entry) this.tails.delete(key)
+    })
+  }
+
   /** Keys with queued work (for tests and metrics). */
   get size () {
     return this.tails.size

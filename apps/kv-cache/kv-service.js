@@ -1,9 +1,21 @@
 'use strict'
 
+const crypto = require('node:crypto')
+const { performance } = require('node:perf_hooks')
 const { KeyQueue } = require('./key-queue')
+const { KeyHolds } = require('./key-holds')
 const { OwnershipEpochs } = require('./ownership-epochs')
-const { FencedWriteError, StoreUnavailableError } = require('../../core/errors')
+const { FencedWriteError, InvalidArgumentError, ReplicaUnavailableError, StoreUnavailableError, WriteIndeterminateError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
+
+/**
+ * A fence entry's content type: a cache entry with a version and no value
+ * ("nothing below this version"), a miss that still refuses older fills.
+ * Real entries never have it: a value stored without a Content-Type gets
+ * application/octet-stream, and HTTP has no empty media type.
+ */
+const FENCE_TYPE = ''
+const EMPTY = Buffer.alloc(0)
 
 /**
  * The look-aside cache logic of paper 6.1, independent of HTTP:
@@ -18,6 +30,15 @@ const { silent } = require('../../core/logger')
  * refuses a write older than what it holds (dynamo-store.js, version.js), and
  * cache entries carry the version they hold, so a cache set never replaces a
  * newer entry.
+ *
+ * Replicated slices (docs/replication.md): every replica serves reads; the
+ * primary writes, and first *holds* the key on every replica (itself
+ * included): a held key is never answered from a cache nor filled into one,
+ * so every read of it is a strongly consistent DynamoDB read. Only then does
+ * it write DynamoDB; then it lifts the holds with the new version, which each
+ * replica first writes as a fence entry. A value is therefore never served
+ * from any cache once some read could have seen a newer one (linearizable),
+ * and fills that read before the write can never land afterwards.
  */
 class KvService {
   /**
@@ -26,13 +47,29 @@ class KvService {
    * @param {import('./redis-cache').RedisCache|import('./memory-cache').MemoryCache} options.cache
    * @param {ReturnType<import('./metrics').createMetrics>} options.metrics
    */
-  constructor ({ store, cache, metrics, logger = silent }) {
+  /**
+   * @param {import('./fence-client').FenceClient} [options.fencer] sends holds and releases to other replicas
+   * @param {number} [options.holdLapseMs] a hold nobody lifts lapses after this long (KeyHolds)
+   * @param {string} [options.serverId] names this server's write ids
+   */
+  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, serverId = 'kv', logger = silent }) {
     this.store = store
     this.cache = cache
     this.metrics = metrics
+    this.fencer = fencer
     this.logger = logger
     this.epochs = new OwnershipEpochs()
     this.queue = new KeyQueue()
+    this.holds = new KeyHolds({
+      lapseMs: holdLapseMs,
+      onLapse: (key, id) => {
+        this.metrics.holdsLapsed.inc()
+        this.logger.warn({ key, fenceId: id }, 'a write hold lapsed without being lifted: the key is cached again from DynamoDB')
+      }
+    })
+    this.fills = new Map() // key -> Set of fills in flight ({ poisoned }); a hold poisons them
+    this.fenceIds = `${serverId}:${crypto.randomBytes(4).toString('hex')}:`
+    this.fenceSeq = 0
     this.drops = new Set() // background range drops still running
     // Runs synchronously when Redis is usable again, before any command can
     // succeed on the new connection: a restarted Redis may hold an older
@@ -44,13 +81,18 @@ class KvService {
    * @returns {Promise<{ value: Buffer, contentType: string, ver: bigint, cached: boolean } | null>}
    */
   async get (key, sliceKey) {
+    if (this.holds.held(key)) return this.#heldRead(key)
     let entry = null
     try {
       entry = await this.cache.get(key, sliceKey)
     } catch (err) {
       this.#cacheFailed('get', err)
     }
-    if (entry) {
+    // A hold that arrived while the cache answered: the entry may be older than the write.
+    if (this.holds.held(key)) return this.#heldRead(key)
+    if (entry && entry.contentType === FENCE_TYPE) {
+      entry = null // a fence: nothing cached, but it refuses fills older than the write it fences
+    } else if (entry) {
       if (this.epochs.trusts(entry.tag, sliceKey)) {
         this.metrics.hits.inc()
         return { value: entry.value, contentType: entry.contentType, ver: entry.ver, cached: true }
@@ -62,11 +104,31 @@ class KvService {
     return item && { value: item.value, contentType: item.contentType, ver: item.ver, cached: false }
   }
 
+  /** A read of a held key: straight to DynamoDB, nothing cached, no read shared with a fill. */
+  async #heldRead (key) {
+    this.metrics.misses.inc()
+    const item = await this.#storeOp('get', () => this.store.get(key))
+    return item && { value: item.value, contentType: item.contentType, ver: item.ver, cached: false }
+  }
+
   async #fill (key, sliceKey, sawStale) {
     // The tag is taken before the read: if this server loses and regains the
     // slice while DynamoDB answers, the entry is born distrusted.
     const tag = this.epochs.now()
-    const item = await this.#storeOp('get', () => this.store.get(key))
+    // A hold that arrives while DynamoDB answers poisons the fill: the write it
+    // announces may land before our (older) value would reach the cache.
+    const fill = { poisoned: false }
+    let fills = this.fills.get(key)
+    if (!fills) this.fills.set(key, (fills = new Set()))
+    fills.add(fill)
+    let item
+    try {
+      item = await this.#storeOp('get', () => this.store.get(key))
+    } finally {
+      fills.delete(fill)
+      if (fills.size === 0 && this.fills.get(key) === fills) this.fills.delete(key)
+    }
+    if (fill.poisoned || this.holds.held(key)) return item
     if (!this.cache.healthy) return item // degraded: the fill would only fail
     try {
       // KeyQueue runs this after every earlier write of this server to the key,
@@ -85,14 +147,18 @@ class KvService {
 
   /**
    * Store `value`; resolves with its version once DynamoDB accepted it (the
-   * acknowledgement). Rejects with FencedWriteError when a newer generation
+   * acknowledgement) and, for a replicated slice, no other replica can serve
+   * an older value. Rejects with FencedWriteError when a newer generation
    * already wrote the key: nothing was written, so the front end may retry it
    * on the key's current owner.
-   * @param {{ generation?: number }} [options] the generation the request was admitted under
+   * @param {{ generation?: number, replicas?: { id: string, url?: string }[] }} [options]
+   *   generation: the generation the request was admitted under; replicas:
+   *   the slice's other servers, to hold and fence (none: a single owner)
    * @returns {Promise<bigint>}
    */
-  put (key, sliceKey, value, contentType, { generation = 0 } = {}) {
-    return this.queue.write(key, async () => {
+  put (key, sliceKey, value, contentType, { generation = 0, replicas = [] } = {}) {
+    if (contentType === FENCE_TYPE) throw new InvalidArgumentError('invalid content type: expected a non-empty media type')
+    return this.queue.write(key, () => this.#replicated('put', key, sliceKey, generation, replicas, async () => {
       const tag = this.epochs.now()
       const ver = await this.#write('put', key, sliceKey, () => this.store.put(key, value, contentType, { generation }))
       try {
@@ -102,17 +168,17 @@ class KvService {
         this.#distrustAll('cache_error')
       }
       return ver
-    })
+    }))
   }
 
   /**
    * Delete `key` (deleting a missing key succeeds): a tombstone in DynamoDB,
    * under the same fence as put.
-   * @param {{ generation?: number }} [options]
+   * @param {{ generation?: number, replicas?: { id: string, url?: string }[] }} [options] as for put
    * @returns {Promise<bigint>} the tombstone's version
    */
-  delete (key, sliceKey, { generation = 0 } = {}) {
-    return this.queue.write(key, async () => {
+  delete (key, sliceKey, { generation = 0, replicas = [] } = {}) {
+    return this.queue.write(key, () => this.#replicated('delete', key, sliceKey, generation, replicas, async () => {
       const ver = await this.#write('delete', key, sliceKey, () => this.store.delete(key, { generation }))
       try {
         await this.cache.del(key, sliceKey)
@@ -122,7 +188,107 @@ class KvService {
         this.#distrustAll('cache_error')
       }
       return ver
-    })
+    }))
+  }
+
+  /**
+   * Run the write `fn` (store, then own cache) between holding the key on
+   * every replica (this one included) and lifting the holds with its version.
+   *
+   * - A replica that cannot be held (unreachable once `fenceTimeoutMs` ran
+   *   out) fails the write before DynamoDB is touched: 503
+   *   CHOPPER_ERR_REPLICA_UNAVAILABLE, certainly not applied; holds already
+   *   placed are aborted.
+   * - A replica answering 421 does not admit the slice now: done (it
+   *   distrusts its cache when it gains the slice, ownership-epochs.js).
+   * - DynamoDB refused the write as fenced: not applied; holds aborted.
+   * - DynamoDB failed (503): the write may still land, so the holds are left
+   *   to lapse (holdLapseMs, longer than any DynamoDB write): until then
+   *   every replica reads the key from DynamoDB.
+   * - A release that does not reach a replica leaves it held until the lapse,
+   *   which is safe when the write was acknowledged before the lapse: logged
+   *   and counted, the write is acknowledged. Past the lapse (never with the
+   *   default options) the write answers 503 CHOPPER_ERR_WRITE_INDETERMINATE.
+   */
+  async #replicated (op, key, sliceKey, generation, replicas, fn) {
+    if (replicas.length === 0 || this.fencer === null) return fn()
+    const fenceId = this.fenceIds + (this.fenceSeq++).toString(36)
+    const what = { key, generation, fenceId }
+    const t0 = performance.now()
+    await this.hold(key, sliceKey, fenceId)
+    const held = await this.fencer.send('hold', replicas, what)
+    const abort = async () => {
+      if (held.ok.length > 0) {
+        const r = await this.fencer.send('abort', held.ok, what)
+        // An abort that does not arrive is harmless: that hold lapses.
+        if (r.failed.length > 0) this.logger.warn({ key, op, fenceId, replicas: r.failed.map((f) => f.target.id) }, 'abort of a write hold did not reach every replica; those holds lapse')
+      }
+      this.holds.remove(key, fenceId)
+    }
+    if (held.failed.length > 0) {
+      const detail = held.failed.map((f) => `${f.target.id} (${f.reason})`).join(', ')
+      this.metrics.replicatedWriteFailures.inc({ op, phase: 'hold' })
+      this.logger.warn({ key, op, fenceId, replicas: held.failed.map((f) => f.target.id) }, 'write refused: a replica could not be held')
+      await abort()
+      throw new ReplicaUnavailableError(`write to key ${JSON.stringify(key)} not applied: replica ${detail} could not be reached to hold the key; retry the request`)
+    }
+    let ver
+    try {
+      ver = await fn()
+    } catch (err) {
+      if (err instanceof FencedWriteError) await abort() // certainly not applied
+      // Otherwise the write may still land: every hold stays until it lapses.
+      throw err
+    }
+    const released = await this.fencer.send('release', held.ok, { ...what, version: ver })
+    this.holds.remove(key, fenceId)
+    if (released.failed.length > 0) {
+      const ms = performance.now() - t0
+      const ids = released.failed.map((f) => f.target.id)
+      this.metrics.replicatedWriteFailures.inc({ op, phase: 'release' })
+      if (ms >= this.holds.lapseMs) {
+        this.logger.error({ key, op, fenceId, replicas: ids, ms }, 'write applied, but a replica could be neither fenced nor was it still held: it may serve the previous value')
+        throw new WriteIndeterminateError(`write to key ${JSON.stringify(key)} was applied, but replica ${ids.join(', ')} could not be fenced within its hold (${Math.round(ms)} ms) and may serve the previous value until its cache entry expires`)
+      }
+      this.logger.warn({ key, op, fenceId, replicas: ids, reasons: released.failed.map((f) => f.reason) }, 'write applied; a replica could not be fenced and stays held (reads from DynamoDB) until its hold lapses')
+    }
+    return ver
+  }
+
+  /**
+   * Replica side, first phase (and the primary's own): hold `key` for write
+   * `fenceId`. From now on this server neither serves nor fills `key` from
+   * its cache; its cached entry is dropped (so nothing old survives a lapse).
+   */
+  async hold (key, sliceKey, fenceId) {
+    this.holds.add(key, fenceId)
+    const fills = this.fills.get(key)
+    if (fills) for (const f of fills) f.poisoned = true
+    this.queue.cut(key) // later reads must not share a DynamoDB read that began before the hold
+    try {
+      await this.cache.del(key, sliceKey)
+    } catch (err) {
+      this.#cacheFailed('del', err)
+      this.#distrustAll('cache_error')
+    }
+  }
+
+  /**
+   * Replica side, second phase: write a fence entry at `version` ("nothing
+   * below it", refused to older fills), then lift the hold. Without a version
+   * (an abort: the write was not applied) only the hold is lifted.
+   * @param {bigint} [version]
+   */
+  async release (key, sliceKey, fenceId, version) {
+    if (version !== undefined) {
+      try {
+        await this.cache.set(key, sliceKey, { tag: this.epochs.now(), ver: version, contentType: FENCE_TYPE, value: EMPTY })
+      } catch (err) {
+        this.#cacheFailed('fence', err)
+        this.#distrustAll('cache_error')
+      }
+    }
+    this.holds.remove(key, fenceId)
   }
 
   /**
@@ -201,10 +367,11 @@ class KvService {
     drop.finally(() => this.drops.delete(drop))
   }
 
-  /** Wait for background range drops (before closing the cache). */
+  /** Wait for background range drops (before closing the cache); lift every hold. */
   async settle () {
     await Promise.all([...this.drops])
+    this.holds.clear()
   }
 }
 
-module.exports = { KvService }
+module.exports = { KvService, FENCE_TYPE }

@@ -25,6 +25,39 @@ function createMetrics (registry) {
       labelNames: ['op'],
       registers
     }),
+    notPrimary: new Counter({
+      name: 'chopper_kv_not_primary_total',
+      help: 'Writes refused with 421 CHOPPER_ERR_NOT_PRIMARY: admitted on a replica that is not the slice\'s writer (the front end retries on the primary)',
+      registers
+    }),
+    fencesSent: new Counter({
+      name: 'chopper_kv_fences_sent_total',
+      help: 'Write holds and fences this primary sent to other replicas, by phase (hold | release | abort) and outcome (ok | not_admitted: 421 | failed: unreachable after retries)',
+      labelNames: ['phase', 'outcome'],
+      registers
+    }),
+    fencesReceived: new Counter({
+      name: 'chopper_kv_fences_received_total',
+      help: 'Write holds and fences this replica applied, by phase (hold | release | abort)',
+      labelNames: ['phase'],
+      registers
+    }),
+    fencesRefused: new Counter({
+      name: 'chopper_kv_fences_refused_total',
+      help: 'Fence requests refused as malformed or not from a replica of the key\'s slice (400)',
+      registers
+    }),
+    replicatedWriteFailures: new Counter({
+      name: 'chopper_kv_replicated_write_failures_total',
+      help: 'Replicated writes that could not reach every replica: phase hold (answered 503 CHOPPER_ERR_REPLICA_UNAVAILABLE, not applied) or release (applied; the replica stays held until its hold lapses)',
+      labelNames: ['op', 'phase'],
+      registers
+    }),
+    holdsLapsed: new Counter({
+      name: 'chopper_kv_holds_lapsed_total',
+      help: 'Write holds on this server that lapsed without being lifted (the writer failed, or its release was lost)',
+      registers
+    }),
     storeErrors: new Counter({
       name: 'chopper_kv_store_errors_total',
       help: 'Failed operations against a backing store (store = redis | dynamodb)',

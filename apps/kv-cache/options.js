@@ -4,7 +4,6 @@ const { Registry } = require('prom-client')
 const { InvalidArgumentError } = require('../../core/errors')
 const { ENV } = require('../../core/settings')
 const { silent } = require('../../core/logger')
-const { resolveCapacityOptions } = require('../capacity')
 
 const fromEnv = (key) => Object.values(ENV.kvCache).find((s) => s.key === key).default
 
@@ -28,7 +27,15 @@ const defaults = Object.freeze({
   redisTimeoutMs: 500, // per Redis command; past it the request falls back to DynamoDB
   dynamoTimeoutMs: 3000, // per DynamoDB HTTP attempt (the SDK retries up to 3 times)
   serverId: 'kv', // used in log lines and the Redis key namespace
-  capacity: undefined, // apps/capacity.js options; undefined = { mode: 'cpu' }: no modelled service time
+  // Replicated slices: a write holds, then fences, the key on the slice's
+  // other replicas. Each phase retries an unreachable replica for this long;
+  // more than appserver-lib's holdMs (2 s), which a replica's shard guard may
+  // spend waiting for the map that admits the fence.
+  fenceTimeoutMs: 3000,
+  // A write hold nobody lifts lapses after this long. It must exceed the
+  // longest write the primary still acknowledges (a hold phase plus DynamoDB's
+  // 3 attempts): see the check below.
+  holdLapseMs: 30000,
   registry: undefined, // prom-client Registry; a private one when absent
   logger: silent
 })
@@ -59,10 +66,12 @@ function resolveOptions (options = {}) {
   if (typeof o.createTable !== 'boolean') fail('createTable', 'a boolean')
   if (!isPosInt(o.redisTimeoutMs)) fail('redisTimeoutMs', 'a positive integer (milliseconds)')
   if (!isPosInt(o.dynamoTimeoutMs)) fail('dynamoTimeoutMs', 'a positive integer (milliseconds)')
+  if (!isPosInt(o.fenceTimeoutMs)) fail('fenceTimeoutMs', 'a positive integer (milliseconds)')
+  if (!isPosInt(o.holdLapseMs)) fail('holdLapseMs', 'a positive integer (milliseconds)')
+  if (o.holdLapseMs <= o.fenceTimeoutMs + 4 * o.dynamoTimeoutMs) fail('holdLapseMs', `more than fenceTimeoutMs + 4 × dynamoTimeoutMs (${o.fenceTimeoutMs + 4 * o.dynamoTimeoutMs} ms), so a hold outlives any write it announces`)
   if (typeof o.serverId !== 'string' || !/^[A-Za-z0-9._-]+$/.test(o.serverId)) fail('serverId', 'a non-empty string of [A-Za-z0-9._-]')
   if (o.registry !== undefined && !(o.registry instanceof Registry)) fail('registry', 'a prom-client Registry')
   if (!o.logger || typeof o.logger.child !== 'function') fail('logger', 'a pino logger')
-  o.capacity = resolveCapacityOptions(o.capacity)
   return o
 }
 

@@ -3,14 +3,16 @@
 const express = require('express')
 const { sliceKey } = require('../../core/keyspace')
 const { jsonErrorHandler } = require('../../core/http')
-const { kvServiceMs } = require('../capacity')
 const { defaultKeyFrom } = require('../../core/request-key')
+const { generationOf: generationOfVersion } = require('./version')
+const { FENCE_PATH, PHASES } = require('./fence-client')
 const {
   InvalidArgumentError,
   MalformedBodyError,
   MethodNotAllowedError,
   MissingKeyError,
   NotFoundError,
+  NotPrimaryError,
   PayloadTooLargeError
 } = require('../../core/errors')
 
@@ -26,15 +28,26 @@ const DEFAULT_CONTENT_TYPE = 'application/octet-stream'
  * the generation they were admitted under: one fenced off by a newer owner
  * answers 421 CHOPPER_ERR_FENCED_WRITE, and the front end refreshes its map
  * and retries.
- * With a modelled capacity, the real work is done on arrival and its modelled
- * cost is then charged in FIFO order before the response leaves.
- * @param {{ service: import('./kv-service').KvService, maxValueBytes: number, capacity?: ReturnType<import('../capacity').createCapacity>, logger }} options
+ *
+ * Replicated slices (docs/replication.md): `req.chopperReplicas` (set by the
+ * shard guard) lists the slice's servers, primary first. Any of them serves
+ * GETs; a PUT or DELETE on one that is not the writer answers 421
+ * CHOPPER_ERR_NOT_PRIMARY, and the writer holds and fences the key on the
+ * others through `POST /kv/_fence` (below). Without `req.chopperReplicas`
+ * this server is the slice's only owner, as before replication.
+ *
+ * Every answer that did work says what kind in `X-KV-Outcome: hit | miss |
+ * write | fence`, for cost models that wrap the app (bench/lib/capacity.js).
+ *
+ * @param {object} options
+ * @param {import('./kv-service').KvService} options.service
+ * @param {number} options.maxValueBytes
+ * @param {string} options.serverId this server's id, as in the assignment
+ * @param {(id: string, req) => string|undefined} options.urlOf a server's data URL
+ * @param {ReturnType<import('./metrics').createMetrics>} options.metrics
  */
-function createRoutes ({ service, maxValueBytes, capacity, logger }) {
+function createRoutes ({ service, maxValueBytes, serverId, urlOf, metrics, logger }) {
   const router = express.Router()
-  const charge = capacity && capacity.modelled
-    ? (outcome) => capacity.serve(kvServiceMs(outcome, capacity.options))
-    : async () => {}
   const tooLarge = (n) => new PayloadTooLargeError(`value too large${Number.isFinite(n) ? ` (${n} bytes)` : ''}: the limit (maxValueBytes) is ${maxValueBytes} bytes`)
 
   const readBody = express.raw({ type: () => true, limit: maxValueBytes })
@@ -46,11 +59,38 @@ function createRoutes ({ service, maxValueBytes, capacity, logger }) {
     return { key, slice: typeof req.sliceKey === 'number' ? req.sliceKey : sliceKey(key) }
   }
 
+  /**
+   * The other replicas a write must hold and fence, after checking that this
+   * server is the slice's writer: its primary, or (while the primary does not
+   * admit the slice yet: a handoff that gives it replicas) its first admitter,
+   * the front end's rule (frontend/replica-router.js).
+   */
+  function writeReplicas (req) {
+    const servers = req.chopperReplicas
+    if (!Array.isArray(servers) || servers.length === 0) return [] // a single owner (or no shard guard)
+    const admitters = Array.isArray(req.chopperAdmitters) ? req.chopperAdmitters : null
+    const writer = admitters === null || admitters.length === 0 || admitters.includes(servers[0]) ? servers[0] : admitters[0]
+    if (writer !== serverId) {
+      metrics.notPrimary.inc()
+      res421Generation(req)
+      throw new NotPrimaryError(`server ${serverId} is a replica, not the writer, of key ${JSON.stringify(defaultKeyFrom(req))}'s slice; writes go to ${writer}`)
+    }
+    const out = []
+    for (const id of servers) if (id !== serverId) out.push({ id, url: urlOf(id, req) })
+    return out
+  }
+
+  // Like the shard guard's 421: the generation we decided under, so a front
+  // end that routed with an older map knows to refresh it.
+  function res421Generation (req) {
+    if (req.res && req.chopperGeneration !== undefined) req.res.setHeader('X-Chopper-Generation', String(req.chopperGeneration))
+  }
+
   router.route('/kv')
     .get(async (req, res) => {
       const { key, slice } = keyOf(req)
       const item = await service.get(key, slice)
-      await charge(item && item.cached ? 'hit' : 'miss')
+      res.setHeader('X-KV-Outcome', item && item.cached ? 'hit' : 'miss')
       if (!item) throw new NotFoundError(`no value for key ${JSON.stringify(key)}`)
       res.status(200)
       res.setHeader('Content-Type', item.contentType)
@@ -75,20 +115,69 @@ function createRoutes ({ service, maxValueBytes, capacity, logger }) {
           throw new MalformedBodyError(`malformed JSON value: ${err.message}`)
         }
       }
-      await service.put(key, slice, value, contentType, { generation: generationOf(req) })
-      await charge('write')
+      const replicas = writeReplicas(req)
+      res.setHeader('X-KV-Outcome', 'write')
+      await service.put(key, slice, value, contentType, { generation: generationOf(req), replicas })
       res.status(204).end()
     })
     .delete(async (req, res) => {
       const { key, slice } = keyOf(req)
-      await service.delete(key, slice, { generation: generationOf(req) })
-      await charge('write')
+      const replicas = writeReplicas(req)
+      res.setHeader('X-KV-Outcome', 'write')
+      await service.delete(key, slice, { generation: generationOf(req), replicas })
       res.status(204).end()
     })
     .all((req, res, next) => {
       res.setHeader('Allow', 'GET, HEAD, PUT, DELETE')
       next(new MethodNotAllowedError(`method ${req.method} not allowed on /kv; use GET, PUT or DELETE`))
     })
+
+  /**
+   * Internal: a writing primary holds (`X-KV-Fence: hold`), fences
+   * (`release`, with `X-KV-Version`) or lets go of (`abort`) key K on this
+   * replica. It is a request for K, so the shard guard admits it only while
+   * this server admits K's slice (421 otherwise, which the writer counts as
+   * done). Authentication is only this: the headers must be complete and
+   * consistent and the sender a listed replica of the slice; anyone who can
+   * reach the data port can still send one (see the README).
+   */
+  router.post(FENCE_PATH, async (req, res) => {
+    const { key, slice } = keyOf(req)
+    const { phase, fenceId, version } = fenceOf(req)
+    metrics.fencesReceived.inc({ phase })
+    logger.debug({ key, phase, fenceId, from: req.headers['x-kv-fence-from'], version: version && version.toString() }, 'fence')
+    if (phase === 'hold') await service.hold(key, slice, fenceId)
+    else await service.release(key, slice, fenceId, phase === 'release' ? version : undefined)
+    res.setHeader('X-KV-Outcome', 'fence')
+    res.status(204).end()
+  })
+
+  function fenceOf (req) {
+    const refuse = (what) => {
+      metrics.fencesRefused.inc()
+      logger.warn({ from: req.headers['x-kv-fence-from'], ip: req.socket.remoteAddress, what }, 'fence request refused')
+      return new InvalidArgumentError(`invalid fence request: ${what}`)
+    }
+    const phase = req.headers['x-kv-fence']
+    if (!PHASES.includes(phase)) throw refuse(`X-KV-Fence must be one of ${PHASES.join(', ')}`)
+    const gen = req.headers['x-chopper-generation']
+    if (typeof gen !== 'string' || !/^\d{1,15}$/.test(gen)) throw refuse('X-Chopper-Generation (the writer\'s generation) is required')
+    const fenceId = req.headers['x-kv-fence-id']
+    if (typeof fenceId !== 'string' || !/^[A-Za-z0-9._:-]{1,200}$/.test(fenceId)) throw refuse('X-KV-Fence-Id is required')
+    const from = req.headers['x-kv-fence-from']
+    const servers = req.chopperReplicas
+    if (typeof from !== 'string' || from === serverId || (Array.isArray(servers) && !servers.includes(from))) {
+      throw refuse(`X-KV-Fence-From must name another replica of the key's slice, got ${JSON.stringify(from)}`)
+    }
+    let version
+    if (phase === 'release') {
+      const v = req.headers['x-kv-version']
+      if (typeof v !== 'string' || !/^\d{1,32}$/.test(v)) throw refuse('X-KV-Version (the written version) is required to release')
+      version = BigInt(v)
+      if (generationOfVersion(version) !== Number(gen)) throw refuse('X-KV-Version is not of the generation in X-Chopper-Generation')
+    }
+    return { phase, fenceId, version }
+  }
 
   router.use(jsonErrorHandler(logger))
   return router

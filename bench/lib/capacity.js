@@ -168,6 +168,10 @@ class FifoServer {
 function kvOutcome (req, res) {
   const h = res.getHeader('x-kv-outcome')
   if (h === 'hit' || h === 'miss' || h === 'write') return h
+  // A replica's fence (hold or release of one key around a write on the
+  // primary: apps/kv-cache/key-holds.js) is a Redis-only step of someone
+  // else's write: no modelled work of its own, so it skips the queue.
+  if (h === 'fence') return null
   const status = res.statusCode
   if (req.method === 'GET' || req.method === 'HEAD') {
     if (status === 200) return res.getHeader('x-chopper-cache') === 'hit' ? 'hit' : 'miss'

@@ -125,19 +125,36 @@ describe('ShardGuard', () => {
     expect(a.admitSliceKey(k)).toBeGreaterThanOrEqual(0) // available: the lease does not gate admission
   })
 
-  test('drainedGeneration stays below a revoke until requests admitted under older maps finish', async () => {
+  test('drainedGeneration stays below a revoke until writes admitted under older maps finish; reads do not hold it', async () => {
     const g = new ShardGuard({ serverId: 'me' })
     g.setAssignment(gen(1, 'me'))
     const k = sliceKey(keyIn(0, H))
     g.admitSliceKey(k)
-    const token = g.begin()
+    const write = g.begin(true)
+    const read = g.begin(false)
     g.setAssignment(gen(2, 'other'))
     expect(g.drainedGeneration).toBe(1)
     const drained = g.waitDrained(5000)
-    g.end(token)
+    g.end(write, -1, 0, true)
+    expect(await drained).toBe(true)
+    expect(g.drainedGeneration).toBe(2) // the read still runs
+    expect(await g.waitDrained(0)).toBe(true)
+    g.end(read)
+    expect(g.older).toEqual([])
+  })
+
+  test("handoffDrain 'all' waits for reads too", async () => {
+    const g = new ShardGuard({ serverId: 'me', handoffDrain: 'all' })
+    g.setAssignment(gen(1, 'me'))
+    const read = g.begin(false)
+    g.setAssignment(gen(2, 'other'))
+    expect(g.drainedGeneration).toBe(1)
+    expect(await g.waitDrained(0)).toBe(false)
+    const drained = g.waitDrained(5000)
+    g.end(read)
     expect(await drained).toBe(true)
     expect(g.drainedGeneration).toBe(2)
-    expect(await g.waitDrained(0)).toBe(true)
+    expect(() => new ShardGuard({ serverId: 'me', handoffDrain: 'some' })).toThrow(/invalid handoffDrain/)
   })
 
   test('invalid consistency or holdMs is refused with a message naming it', () => {

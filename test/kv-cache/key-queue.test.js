@@ -55,4 +55,19 @@ describe('KeyQueue', () => {
     await expect(failed).rejects.toThrow('boom')
     await expect(next).resolves.toBe('ok')
   })
+
+  test('after cut, a new read does not join the read in flight but reads again after it', async () => {
+    const q = new KeyQueue()
+    let reads = 0
+    const g = gate()
+    const r1 = q.read('k', async () => { reads++; await g.p; return 'first' })
+    q.cut('k')
+    const r2 = q.read('k', async () => { reads++; return 'second' })
+    g.open()
+    expect(await r1).toBe('first')
+    expect(await r2).toBe('second')
+    expect(reads).toBe(2)
+    await new Promise(setImmediate) // the clean-up runs in a later microtask
+    expect(q.size).toBe(0)
+  })
 })

@@ -1,0 +1,106 @@
+'use strict'
+
+const { Agent, request } = require('undici')
+const { setTimeout: delay } = require('node:timers/promises')
+const { InvalidArgumentError } = require('../../core/errors')
+const { silent } = require('../../core/logger')
+
+/** The internal route every replica serves on its data port (routes.js). */
+const FENCE_PATH = '/kv/_fence'
+const PHASES = Object.freeze(['hold', 'release', 'abort'])
+const RETRY_MS = 25 // between attempts at one replica, after a network error or a 5xx
+
+/**
+ * The writing primary's side of write fencing: send one phase (`hold`,
+ * `release` with the new version, or `abort`) for one key to every other
+ * replica of its slice, in parallel, over keep-alive connections.
+ *
+ * Each replica is retried after network errors and 5xx answers until it
+ * answers or `timeoutMs` has passed since the phase started. The shard guard
+ * on the replica admits the request only when that replica admits the key's
+ * slice; it may hold it (up to its holdMs) while a newer map is on its way,
+ * which is why `timeoutMs` exceeds appserver-lib's holdMs (2 s) by default.
+ *
+ * Outcomes per replica: `ok` (applied), `not_admitted` (421: the replica does
+ * not admit the slice now; it distrusts its cache when it gains it again),
+ * `failed` (unreachable, timed out, or refused with another status).
+ */
+class FenceClient {
+  /**
+   * @param {object} options
+   * @param {string} options.serverId sent as X-KV-Fence-From
+   * @param {number} options.timeoutMs per phase, every retry included
+   * @param {{ fencesSent }} [options.metrics]
+   */
+  constructor ({ serverId, timeoutMs, metrics = null, logger = silent }) {
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 1) throw new InvalidArgumentError('invalid fenceTimeoutMs: expected an integer >= 1')
+    this.serverId = serverId
+    this.timeoutMs = timeoutMs
+    this.metrics = metrics
+    this.logger = logger
+    this.agent = new Agent({ keepAliveTimeout: 10000, connections: 32, connect: { timeout: timeoutMs } })
+  }
+
+  /**
+   * @param {'hold'|'release'|'abort'} phase
+   * @param {{ id: string, url?: string }[]} targets the other replicas (url undefined: not known)
+   * @param {{ key: string, generation: number, fenceId: string, version?: bigint }} what
+   * @returns {Promise<{ ok: object[], notAdmitted: object[], failed: { target, reason }[] }>}
+   */
+  async send (phase, targets, { key, generation, fenceId, version }) {
+    if (!PHASES.includes(phase)) throw new InvalidArgumentError(`invalid fence phase: ${JSON.stringify(phase)}`)
+    const deadline = Date.now() + this.timeoutMs
+    const headers = {
+      'x-chopper-generation': String(generation),
+      'x-kv-fence': phase,
+      'x-kv-fence-id': fenceId,
+      'x-kv-fence-from': this.serverId
+    }
+    if (version !== undefined) headers['x-kv-version'] = version.toString()
+    const path = `${FENCE_PATH}?key=${encodeURIComponent(key)}`
+    const results = await Promise.all(targets.map((t) => this.#one(t, path, headers, deadline)))
+    const out = { ok: [], notAdmitted: [], failed: [] }
+    results.forEach((r, i) => {
+      const target = targets[i]
+      if (this.metrics) this.metrics.fencesSent.inc({ phase, outcome: r.outcome })
+      if (r.outcome === 'ok') out.ok.push(target)
+      else if (r.outcome === 'not_admitted') out.notAdmitted.push(target)
+      else out.failed.push({ target, reason: r.reason })
+    })
+    return out
+  }
+
+  async #one (target, path, headers, deadline) {
+    if (!target.url) return { outcome: 'failed', reason: `no URL known for server ${target.id}` }
+    let reason = 'timed out'
+    for (;;) {
+      const left = deadline - Date.now()
+      if (left <= 0) return { outcome: 'failed', reason }
+      try {
+        const res = await request(target.url + path, {
+          method: 'POST',
+          headers,
+          dispatcher: this.agent,
+          headersTimeout: left,
+          bodyTimeout: left
+        })
+        const text = await res.body.text()
+        if (res.statusCode === 204) return { outcome: 'ok' }
+        if (res.statusCode === 421) return { outcome: 'not_admitted' }
+        reason = `HTTP ${res.statusCode} ${text.slice(0, 200)}`
+        // 5xx (the replica's Redis and store are fine to retry on) is retried; 4xx is a bug or a forgery check.
+        if (res.statusCode < 500) return { outcome: 'failed', reason }
+      } catch (err) {
+        reason = err.code || err.message
+      }
+      const wait = Math.min(RETRY_MS, deadline - Date.now())
+      if (wait > 0) await delay(wait)
+    }
+  }
+
+  async close () {
+    await this.agent.close()
+  }
+}
+
+module.exports = { FenceClient, FENCE_PATH, PHASES }

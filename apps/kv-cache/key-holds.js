@@ -1,0 +1,76 @@
+'use strict'
+
+const { InvalidArgumentError } = require('../../core/errors')
+
+/**
+ * Per-key write holds on one server (docs/replication.md, kv-cache): while a
+ * key is held, a write to it is in progress somewhere, so this server must
+ * not answer from its cache nor fill its cache; reads of the key go straight
+ * to DynamoDB (a strongly consistent read, which is linearizable by itself).
+ *
+ * A hold is placed by the writing primary *before* its DynamoDB write and
+ * lifted after it (with the new version, which the caller turns into a fence
+ * entry first). If the lift never comes (the primary died, the network broke,
+ * or the write's outcome is unknown), the hold lapses after `lapseMs`; the
+ * writer makes sure that is longer than any DynamoDB write it will still
+ * acknowledge, so by then the store holds the new value and a fill reads it.
+ *
+ * Several holds on one key (two writers during a change of primary) nest:
+ * the key stays held until the last is lifted or lapsed.
+ */
+class KeyHolds {
+  /**
+   * @param {{ lapseMs: number, onLapse?: (key: string, id: string) => void }} options
+   */
+  constructor ({ lapseMs, onLapse = () => {} }) {
+    if (!Number.isInteger(lapseMs) || lapseMs < 1) throw new InvalidArgumentError('invalid lapseMs: expected an integer >= 1')
+    this.lapseMs = lapseMs
+    this.onLapse = onLapse
+    this.keys = new Map() // key -> Map(id -> lapse timer)
+  }
+
+  /** Hold `key` for write `id` (idempotent: a retried hold restarts its lapse). */
+  add (key, id) {
+    let ids = this.keys.get(key)
+    if (!ids) this.keys.set(key, (ids = new Map()))
+    clearTimeout(ids.get(id))
+    const timer = setTimeout(() => {
+      if (this.#drop(key, id)) this.onLapse(key, id)
+    }, this.lapseMs)
+    timer.unref()
+    ids.set(id, timer)
+  }
+
+  /** Lift write `id`'s hold on `key`; false when it was not held (lapsed, or never arrived). */
+  remove (key, id) {
+    const ids = this.keys.get(key)
+    if (!ids || !ids.has(id)) return false
+    clearTimeout(ids.get(id))
+    return this.#drop(key, id)
+  }
+
+  /** Whether any write holds `key` now. */
+  held (key) {
+    return this.keys.has(key)
+  }
+
+  /** Number of keys held now. */
+  get size () {
+    return this.keys.size
+  }
+
+  /** Lift everything (on close). */
+  clear () {
+    for (const ids of this.keys.values()) for (const t of ids.values()) clearTimeout(t)
+    this.keys.clear()
+  }
+
+  #drop (key, id) {
+    const ids = this.keys.get(key)
+    if (!ids || !ids.delete(id)) return false
+    if (ids.size === 0) this.keys.delete(key)
+    return true
+  }
+}
+
+module.exports = { KeyHolds }

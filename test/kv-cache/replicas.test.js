@@ -1,0 +1,256 @@
+'use strict'
+
+const { startDynalite, spawnRedis } = require('../../apps/kv-cache/embedded')
+const { sliceKey, KEYSPACE_SIZE } = require('../../core/keyspace')
+const { freePort } = require('../../core/http')
+const { createHarness, registryValue, kvUrl, call } = require('./harness')
+
+/**
+ * kv-cache on a replicated slice (docs/replication.md), without the shard
+ * guard: a middleware sets what it would (req.chopperReplicas, the
+ * generation, the servers' URLs). Real dynalite and redis-server. The
+ * primary holds the key on every replica before its DynamoDB write and
+ * fences it after, so no replica serves the old value once any read could
+ * have returned the new one.
+ */
+
+const TABLE = 'kv-replicas'
+const GEN = 5
+const putText = (url, value) => call(url, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: value })
+
+function gate () {
+  let open
+  const p = new Promise((resolve) => { open = resolve })
+  return { p, open }
+}
+
+describe('kv-cache with replicated slices', () => {
+  let dynamo
+  let redis
+  let h
+  beforeAll(async () => {
+    dynamo = await startDynalite()
+    redis = await spawnRedis()
+  })
+  afterAll(async () => {
+    await redis.close()
+    await dynamo.close()
+  })
+  beforeEach(() => { h = createHarness() })
+  afterEach(async () => { await h.closeAll() })
+
+  /**
+   * Servers A (primary), B, C of one slice. `intercept[id](req, res)` may
+   * answer a request itself (return true) before the app sees it.
+   * `withServers: false` leaves req.chopperServers unset (URLs from the hooks).
+   */
+  async function replicaSet ({ ids = ['A', 'B', 'C'], options = {}, intercept = {}, withServers = true } = {}) {
+    const servers = {}
+    const nodes = {}
+    for (const id of ids) {
+      const node = await h.standalone({ dynamoEndpoint: dynamo.endpoint, table: TABLE, redisUrl: redis.url, serverId: id, ...options }, {
+        middleware (req, res, next) {
+          if (intercept[id] && intercept[id](req, res)) return
+          req.chopperGeneration = GEN
+          req.chopperReplicas = ids
+          if (withServers) req.chopperServers = servers
+          next()
+        }
+      })
+      servers[id] = { url: node.url }
+      nodes[id] = node
+    }
+    return { nodes, servers }
+  }
+
+  const get = async (node, key) => {
+    const r = await call(kvUrl(node.url, key))
+    return { status: r.status, body: r.body, outcome: r.headers['x-kv-outcome'] }
+  }
+  const isFence = (req) => req.path === '/kv/_fence'
+
+  test('a write on the primary is served by every replica at once; a replica never serves the value it had cached', async () => {
+    const { nodes: { A, B, C } } = await replicaSet()
+    expect((await putText(kvUrl(A.url, 'k1'), 'v1')).status).toBe(204)
+    for (const n of [B, C]) {
+      expect(await get(n, 'k1')).toEqual({ status: 200, body: 'v1', outcome: 'miss' })
+      expect(await get(n, 'k1')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
+    }
+    const w = await putText(kvUrl(A.url, 'k1'), 'v2')
+    expect([w.status, w.headers['x-kv-outcome']]).toEqual([204, 'write'])
+    for (const n of [A, B, C]) expect((await get(n, 'k1')).body).toBe('v2')
+    expect(await get(B, 'k1')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
+    // Each replica got a hold and a release per write; nothing is held afterwards.
+    expect(await registryValue(B.registry, 'chopper_kv_fences_received_total', { phase: 'hold' })).toBe(2)
+    expect(await registryValue(B.registry, 'chopper_kv_fences_received_total', { phase: 'release' })).toBe(2)
+    expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'release', outcome: 'ok' })).toBe(4)
+    for (const n of [A, B, C]) expect(n.kv.service.holds.size).toBe(0)
+
+    expect((await call(kvUrl(A.url, 'k1'), { method: 'DELETE' })).status).toBe(204)
+    for (const n of [A, B, C]) expect(await get(n, 'k1')).toMatchObject({ status: 404, outcome: 'miss' })
+  })
+
+  test('once DynamoDB took the write, before it is acknowledged, no replica (nor the primary) serves the old value', async () => {
+    const { nodes: { A, B, C } } = await replicaSet()
+    await putText(kvUrl(A.url, 'k2'), 'old')
+    for (const n of [A, B, C]) await get(n, 'k2')
+    expect((await get(B, 'k2')).outcome).toBe('hit')
+
+    const landed = gate()
+    const release = gate()
+    const store = A.kv.service.store
+    const realPut = store.put.bind(store)
+    store.put = async (...args) => {
+      const ver = await realPut(...args)
+      landed.open()
+      await release.p
+      return ver
+    }
+    const w = putText(kvUrl(A.url, 'k2'), 'new')
+    await landed.p
+    // A read that returns 'new' here, then one that returns 'old', would not be linearizable.
+    for (const n of [B, C, A]) expect(await get(n, 'k2')).toEqual({ status: 200, body: 'new', outcome: 'miss' })
+    release.open()
+    expect((await w).status).toBe(204)
+    store.put = realPut
+    expect(await get(B, 'k2')).toMatchObject({ body: 'new' })
+    expect(await get(B, 'k2')).toEqual({ status: 200, body: 'new', outcome: 'hit' })
+  })
+
+  test('a replica\'s fill that read DynamoDB before a write never lands in its cache afterwards', async () => {
+    const { nodes: { A, B } } = await replicaSet({ ids: ['A', 'B'] })
+    await putText(kvUrl(A.url, 'k3'), 'v1')
+    const read = gate()
+    const resume = gate()
+    const store = B.kv.service.store
+    const realGet = store.get.bind(store)
+    store.get = async (key) => {
+      const item = await realGet(key)
+      store.get = realGet
+      read.open()
+      await resume.p
+      return item
+    }
+    const slowRead = get(B, 'k3')
+    await read.p // B's fill holds v1 from DynamoDB
+    expect((await putText(kvUrl(A.url, 'k3'), 'v2')).status).toBe(204)
+    resume.open()
+    expect((await slowRead).body).toBe('v1') // concurrent with the write: either value is fine
+    expect(await get(B, 'k3')).toEqual({ status: 200, body: 'v2', outcome: 'miss' })
+    expect(await get(B, 'k3')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
+  })
+
+  test('a write admitted on a replica that is not the primary gets 421 CHOPPER_ERR_NOT_PRIMARY and writes nothing', async () => {
+    const { nodes: { A, B, C } } = await replicaSet()
+    await putText(kvUrl(A.url, 'k4'), 'v1')
+    const r = await putText(kvUrl(B.url, 'k4'), 'by B')
+    expect(r.status).toBe(421)
+    expect(r.body.error.code).toBe('CHOPPER_ERR_NOT_PRIMARY')
+    expect(r.body.error.message).toMatch(/writes go to A/)
+    expect(r.headers['x-chopper-generation']).toBe(String(GEN))
+    expect(r.headers['x-kv-outcome']).toBeUndefined()
+    expect((await call(kvUrl(C.url, 'k4'), { method: 'DELETE' })).body.error.code).toBe('CHOPPER_ERR_NOT_PRIMARY')
+    expect(await h.dynamoClient(dynamo.endpoint).get(TABLE, 'k4')).toBe('v1')
+    expect(await registryValue(B.registry, 'chopper_kv_not_primary_total')).toBe(1)
+  })
+
+  test('a replica that cannot be held fails the write with 503 before DynamoDB is touched; the other holds are aborted', async () => {
+    const { nodes: { A, B }, servers } = await replicaSet({ options: { fenceTimeoutMs: 300 } })
+    await putText(kvUrl(A.url, 'k5'), 'v1')
+    servers.C.url = `http://127.0.0.1:${await freePort()}` // C is gone
+    const r = await putText(kvUrl(A.url, 'k5'), 'v2')
+    expect(r.status).toBe(503)
+    expect(r.body.error.code).toBe('CHOPPER_ERR_REPLICA_UNAVAILABLE')
+    expect(r.body.error.message).toMatch(/not applied.*C/)
+    expect(await h.dynamoClient(dynamo.endpoint).get(TABLE, 'k5')).toBe('v1')
+    expect(A.kv.service.holds.held('k5')).toBe(false)
+    expect(B.kv.service.holds.held('k5')).toBe(false)
+    expect(await registryValue(B.registry, 'chopper_kv_fences_received_total', { phase: 'abort' })).toBe(1)
+    expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'hold', outcome: 'failed' })).toBe(1)
+    expect(await registryValue(A.registry, 'chopper_kv_replicated_write_failures_total', { op: 'put', phase: 'hold' })).toBe(1)
+  })
+
+  test('a replica that answers 421 (does not admit the slice now) counts as done', async () => {
+    const refuse = (req, res) => {
+      if (!isFence(req)) return false
+      res.status(421).json({ error: { code: 'CHOPPER_ERR_NOT_OWNER', message: 'not mine' } })
+      return true
+    }
+    const { nodes: { A, B }, servers } = await replicaSet({ intercept: { C: refuse } })
+    expect(servers.C).toBeDefined()
+    expect((await putText(kvUrl(A.url, 'k6'), 'v1')).status).toBe(204)
+    expect((await get(B, 'k6')).body).toBe('v1')
+    expect((await putText(kvUrl(A.url, 'k6'), 'v2')).status).toBe(204)
+    expect((await get(B, 'k6')).body).toBe('v2')
+    expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'hold', outcome: 'not_admitted' })).toBe(2)
+    expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { outcome: 'failed' })).toBe(0)
+  })
+
+  test('a release that never arrives: the write is acknowledged, counted, and that replica reads DynamoDB until its hold lapses', async () => {
+    const dropRelease = (req) => {
+      if (!isFence(req) || req.headers['x-kv-fence'] !== 'release') return false
+      req.socket.destroy()
+      return true
+    }
+    const { nodes: { A, C } } = await replicaSet({ options: { fenceTimeoutMs: 300 }, intercept: { C: dropRelease } })
+    await putText(kvUrl(A.url, 'k7'), 'v1')
+    expect(C.kv.service.holds.held('k7')).toBe(true)
+    expect((await putText(kvUrl(A.url, 'k7'), 'v2')).status).toBe(204)
+    expect(await registryValue(A.registry, 'chopper_kv_replicated_write_failures_total', { op: 'put', phase: 'release' })).toBe(2)
+    for (let i = 0; i < 2; i++) expect(await get(C, 'k7')).toEqual({ status: 200, body: 'v2', outcome: 'miss' })
+  })
+
+  test('a write DynamoDB refuses as fenced lifts its holds at once', async () => {
+    const { nodes: { A, B }, servers } = await replicaSet({ ids: ['A', 'B'] })
+    const key = 'k8'
+    await A.kv.service.put(key, sliceKey(key), Buffer.from('gen 9'), 'text/plain', { generation: GEN + 4, replicas: [{ id: 'B', url: servers.B.url }] })
+    const r = await putText(kvUrl(A.url, key), 'gen 5')
+    expect(r.body.error.code).toBe('CHOPPER_ERR_FENCED_WRITE')
+    expect(B.kv.service.holds.held(key)).toBe(false)
+    expect(await registryValue(B.registry, 'chopper_kv_fences_received_total', { phase: 'abort' })).toBe(1)
+    expect((await get(B, key)).body).toBe('gen 9')
+  })
+
+  test('the fence route refuses incomplete or inconsistent requests, and counts them', async () => {
+    const { nodes: { B } } = await replicaSet()
+    const fence = (headers) => call(`${B.url}/kv/_fence?key=k9`, { method: 'POST', headers })
+    const ok = { 'x-kv-fence': 'hold', 'x-chopper-generation': String(GEN), 'x-kv-fence-id': 'A:x:1', 'x-kv-fence-from': 'A' }
+    const bad = [
+      {},
+      { ...ok, 'x-chopper-generation': undefined },
+      { ...ok, 'x-kv-fence-from': 'stranger' },
+      { ...ok, 'x-kv-fence-from': 'B' },
+      { ...ok, 'x-kv-fence': 'wipe' },
+      { ...ok, 'x-kv-fence': 'release' }, // no version
+      { ...ok, 'x-kv-fence': 'release', 'x-kv-version': '99' + '0'.repeat(16) } // generation 99, not 5
+    ]
+    for (const headers of bad) {
+      for (const k of Object.keys(headers)) if (headers[k] === undefined) delete headers[k]
+      const r = await fence(headers)
+      expect([r.status, r.body.error.code]).toEqual([400, 'CHOPPER_ERR_INVALID_ARG'])
+    }
+    expect(await registryValue(B.registry, 'chopper_kv_fences_refused_total')).toBe(bad.length)
+    expect(B.kv.service.holds.size).toBe(0)
+    const held = await fence(ok)
+    expect([held.status, held.headers['x-kv-outcome']]).toEqual([204, 'fence'])
+    expect(B.kv.service.holds.held('k9')).toBe(true)
+    const version = (BigInt(GEN) * 10n ** 16n + 1n).toString()
+    expect((await fence({ ...ok, 'x-kv-fence': 'release', 'x-kv-version': version })).status).toBe(204)
+    expect(B.kv.service.holds.held('k9')).toBe(false)
+  })
+
+  test('without req.chopperServers the URLs come from the assignment the hooks saw; before that, the write fails safely', async () => {
+    const { nodes: { A, B }, servers } = await replicaSet({ ids: ['A', 'B'], withServers: false, options: { fenceTimeoutMs: 200 } })
+    const before = await putText(kvUrl(A.url, 'k10'), 'v0')
+    expect([before.status, before.body.error.code]).toEqual([503, 'CHOPPER_ERR_REPLICA_UNAVAILABLE'])
+    expect(before.body.error.message).toMatch(/no URL known for server B/)
+    const all = [{ start: 0, end: KEYSPACE_SIZE }]
+    const assignment = { generation: GEN, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['A', 'B'] }], servers }
+    A.kv.onAcquire(all, { generation: GEN, assignment })
+    B.kv.onAcquire(all, { generation: GEN, assignment })
+    expect((await putText(kvUrl(A.url, 'k10'), 'v1')).status).toBe(204)
+    expect(await get(B, 'k10')).toEqual({ status: 200, body: 'v1', outcome: 'miss' })
+    expect((await putText(kvUrl(A.url, 'k10'), 'v2')).status).toBe(204)
+    expect((await get(B, 'k10')).body).toBe('v2')
+  })
+})
