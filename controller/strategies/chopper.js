@@ -48,7 +48,13 @@ const defaults = Object.freeze({
   // keys that new replicas may warm per round, as a fraction of the keyspace, counted
   // once per server gained: 1 lets a slice as wide as one server's share (1/n) reach
   // every other server in one round ((n - 1)/n < 1)
-  replicaChurnLimit: 1
+  replicaChurnLimit: 1,
+  // grow a hot slice's replicas when one of its servers is above this x the
+  // mean server load. Below moveRatio on purpose: at 90 % utilisation a server
+  // at 1.2x the mean is past its capacity, and a layout of unsplittable hot
+  // keys that the move phase accepts (hottest/coolest < moveRatio) can leave
+  // it there for good (docs/algorithm.md, "Replication")
+  replicateRatio: 1.1
 })
 
 const checks = {
@@ -63,7 +69,8 @@ const checks = {
   minReplicas: expect.intAtLeast(1, MAX_REPLICAS),
   maxReplicas: expect.intAtLeast(0, MAX_REPLICAS),
   replicaHysteresis: expect.fractionBelowOne,
-  replicaChurnLimit: expect.nonNegative
+  replicaChurnLimit: expect.nonNegative,
+  replicateRatio: expect.ratio
 }
 
 function options (opts) {
@@ -181,7 +188,7 @@ function chopperRound (assignment, loads, opts, inputs) {
       maxReplicas: o.maxReplicas,
       hysteresis: o.replicaHysteresis,
       churnLimit: o.replicaChurnLimit * KEYSPACE_SIZE,
-      ratio: o.moveRatio,
+      ratio: o.replicateRatio,
       frozen
     })
     : null

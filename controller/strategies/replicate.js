@@ -56,7 +56,7 @@ const { SortedServers } = require('./move')
  * @param {Array<{servers:string[]}>} srcSlices the assignment's slices (aligned with c)
  * @param {{fraction:number, minReplicas:number, maxReplicas:number, hysteresis:number,
  *   churnLimit:number, ratio:number, frozen:Uint8Array}} limits churnLimit in keys; maxReplicas 0 = no cap;
- *   ratio = moveRatio, the balance target
+ *   ratio = replicateRatio, the balance target for growth
  * @returns {{ sets: Int32Array[], setFrozen: Uint8Array, base: Float64Array, baseKeys: Float64Array,
  *   churn: number, ops: object[] }} `sets[c.rep[i]]` is slice i's replica set (server indices,
  *   primary first); base / baseKeys: per server, its shares of the replicated slices' load and their keys

@@ -143,6 +143,7 @@ describe('chopperRound', () => {
         maxSlices: 65536,
         minSliceLength: 1,
         replicate: true,
+        replicateRatio: 1.1,
         replicaLoadFraction: 0.25,
         minReplicas: 1,
         maxReplicas: 0,

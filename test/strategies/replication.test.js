@@ -87,7 +87,8 @@ describe('replication phase', () => {
     // L = 5: down = ceil(5 / 4.6) = 2
     expect(countAt(5)).toBe(2)
     // idle: drops to the primary alone
-    const cold = chopper.chopperRound(start, build(spec(0)).loads.map((x, i) => (i === 1 ? 1 : x)))
+    // (replicateRatio 1.25: a background server at 1.19x the mean would otherwise attract a replica of its own)
+    const cold = chopper.chopperRound(start, build(spec(0)).loads.map((x, i) => (i === 1 ? 1 : x)), { replicateRatio: 1.25 })
     expect(serversAt(cold.assignment, 0)).toEqual(['a'])
     expect(opsOf(cold, 'unreplicate')).toEqual([expect.objectContaining({ start: 0, end: U, replicas: 1 })])
     expect(cold.churn.replicate).toBe(0) // dropping is free
