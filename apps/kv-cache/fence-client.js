@@ -44,10 +44,11 @@ class FenceClient {
   /**
    * @param {'hold'|'release'|'abort'} phase
    * @param {{ id: string, url?: string }[]} targets the other replicas (url undefined: not known)
-   * @param {{ key: string, generation: number, fenceId: string, version?: bigint }} what
+   * @param {{ key: string, generation: number, fenceId: string, version?: bigint, value?: Buffer, contentType?: string }} what
+   *   value (release only): the written value, which the replica caches at `version` instead of a bare fence
    * @returns {Promise<{ ok: object[], notAdmitted: object[], failed: { target, reason }[] }>}
    */
-  async send (phase, targets, { key, generation, fenceId, version }) {
+  async send (phase, targets, { key, generation, fenceId, version, value, contentType }) {
     if (!PHASES.includes(phase)) throw new InvalidArgumentError(`invalid fence phase: ${JSON.stringify(phase)}`)
     const deadline = Date.now() + this.timeoutMs
     const headers = {
@@ -57,8 +58,10 @@ class FenceClient {
       'x-kv-fence-from': this.serverId
     }
     if (version !== undefined) headers['x-kv-version'] = version.toString()
+    const body = phase === 'release' && value !== undefined ? value : undefined
+    if (body !== undefined) headers['content-type'] = contentType
     const path = `${FENCE_PATH}?key=${encodeURIComponent(key)}`
-    const results = await Promise.all(targets.map((t) => this.#one(t, path, headers, deadline)))
+    const results = await Promise.all(targets.map((t) => this.#one(t, path, headers, deadline, body)))
     const out = { ok: [], notAdmitted: [], failed: [] }
     results.forEach((r, i) => {
       const target = targets[i]
@@ -70,7 +73,7 @@ class FenceClient {
     return out
   }
 
-  async #one (target, path, headers, deadline) {
+  async #one (target, path, headers, deadline, body) {
     if (!target.url) return { outcome: 'failed', reason: `no URL known for server ${target.id}` }
     let reason = 'timed out'
     for (;;) {
@@ -80,6 +83,7 @@ class FenceClient {
         const res = await request(target.url + path, {
           method: 'POST',
           headers,
+          body,
           dispatcher: this.agent,
           headersTimeout: left,
           bodyTimeout: left

@@ -158,7 +158,7 @@ class KvService {
    */
   put (key, sliceKey, value, contentType, { generation = 0, replicas = [] } = {}) {
     if (contentType === FENCE_TYPE) throw new InvalidArgumentError('invalid content type: expected a non-empty media type')
-    return this.queue.write(key, () => this.#replicated('put', key, sliceKey, generation, replicas, async () => {
+    return this.queue.write(key, () => this.#replicated('put', key, sliceKey, generation, replicas, { value, contentType }, async () => {
       const tag = this.epochs.now()
       const ver = await this.#write('put', key, sliceKey, () => this.store.put(key, value, contentType, { generation }))
       try {
@@ -178,7 +178,7 @@ class KvService {
    * @returns {Promise<bigint>} the tombstone's version
    */
   delete (key, sliceKey, { generation = 0, replicas = [] } = {}) {
-    return this.queue.write(key, () => this.#replicated('delete', key, sliceKey, generation, replicas, async () => {
+    return this.queue.write(key, () => this.#replicated('delete', key, sliceKey, generation, replicas, null, async () => {
       const ver = await this.#write('delete', key, sliceKey, () => this.store.delete(key, { generation }))
       try {
         await this.cache.del(key, sliceKey)
@@ -210,7 +210,7 @@ class KvService {
    *   and counted, the write is acknowledged. Past the lapse (never with the
    *   default options) the write answers 503 CHOPPER_ERR_WRITE_INDETERMINATE.
    */
-  async #replicated (op, key, sliceKey, generation, replicas, fn) {
+  async #replicated (op, key, sliceKey, generation, replicas, written, fn) {
     if (replicas.length === 0 || this.fencer === null) return fn()
     const fenceId = this.fenceIds + (this.fenceSeq++).toString(36)
     const what = { key, generation, fenceId }
@@ -240,7 +240,9 @@ class KvService {
       // Otherwise the write may still land: every hold stays until it lapses.
       throw err
     }
-    const released = await this.fencer.send('release', held.ok, { ...what, version: ver })
+    // A put hands the replicas its value, cached at the new version (write-through: the
+    // next read there is a hit); a delete leaves a bare fence (a miss that refuses older fills).
+    const released = await this.fencer.send('release', held.ok, { ...what, version: ver, ...(written || {}) })
     this.holds.remove(key, fenceId)
     if (released.failed.length > 0) {
       const ms = performance.now() - t0
@@ -274,15 +276,21 @@ class KvService {
   }
 
   /**
-   * Replica side, second phase: write a fence entry at `version` ("nothing
-   * below it", refused to older fills), then lift the hold. Without a version
-   * (an abort: the write was not applied) only the hold is lifted.
+   * Replica side, second phase: cache the written value at `version` (a put
+   * that sent it), or a fence entry at `version` ("nothing below it", refused
+   * to older fills), then lift the hold. Either way the version-checked set
+   * never replaces a newer entry. Without a version (an abort: the write was
+   * not applied) only the hold is lifted.
    * @param {bigint} [version]
+   * @param {{ value: Buffer, contentType: string }} [written] the value DynamoDB now holds at `version`
    */
-  async release (key, sliceKey, fenceId, version) {
+  async release (key, sliceKey, fenceId, version, written) {
     if (version !== undefined) {
+      const entry = written
+        ? { tag: this.epochs.now(), ver: version, contentType: written.contentType, value: written.value }
+        : { tag: this.epochs.now(), ver: version, contentType: FENCE_TYPE, value: EMPTY }
       try {
-        await this.cache.set(key, sliceKey, { tag: this.epochs.now(), ver: version, contentType: FENCE_TYPE, value: EMPTY })
+        await this.cache.set(key, sliceKey, entry)
       } catch (err) {
         this.#cacheFailed('fence', err)
         this.#distrustAll('cache_error')

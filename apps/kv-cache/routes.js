@@ -4,7 +4,10 @@ const express = require('express')
 const { sliceKey } = require('../../core/keyspace')
 const { jsonErrorHandler } = require('../../core/http')
 const { defaultKeyFrom } = require('../../core/request-key')
-const { generationOf: generationOfVersion } = require('./version')
+const { generationOf: generationOfVersion, clockOf } = require('./version')
+
+/** A release's version may run ahead of this server's clock by at most this (clock skew between replicas). */
+const MAX_VERSION_AHEAD_MS = 5000
 const { FENCE_PATH, PHASES } = require('./fence-client')
 const {
   InvalidArgumentError,
@@ -141,13 +144,21 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, metrics, logge
    * consistent and the sender a listed replica of the slice; anyone who can
    * reach the data port can still send one (see the README).
    */
-  router.post(FENCE_PATH, async (req, res) => {
+  router.post(FENCE_PATH, (req, res, next) => {
+    // A release may carry the written value (write-through to this replica's cache).
+    const declared = Number(req.headers['content-length'])
+    if (declared > maxValueBytes) return next(tooLarge(declared))
+    readBody(req, res, (err) => next(err && bodyError(err, tooLarge)))
+  }, async (req, res) => {
     const { key, slice } = keyOf(req)
     const { phase, fenceId, version } = fenceOf(req)
     metrics.fencesReceived.inc({ phase })
     logger.debug({ key, phase, fenceId, from: req.headers['x-kv-fence-from'], version: version && version.toString() }, 'fence')
+    const written = phase === 'release' && req.headers['content-type'] !== undefined && Buffer.isBuffer(req.body)
+      ? { value: req.body, contentType: req.headers['content-type'] }
+      : undefined
     if (phase === 'hold') await service.hold(key, slice, fenceId)
-    else await service.release(key, slice, fenceId, phase === 'release' ? version : undefined)
+    else await service.release(key, slice, fenceId, phase === 'release' ? version : undefined, written)
     res.setHeader('X-KV-Outcome', 'fence')
     res.status(204).end()
   })
@@ -175,6 +186,10 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, metrics, logge
       if (typeof v !== 'string' || !/^\d{1,32}$/.test(v)) throw refuse('X-KV-Version (the written version) is required to release')
       version = BigInt(v)
       if (generationOfVersion(version) !== Number(gen)) throw refuse('X-KV-Version is not of the generation in X-Chopper-Generation')
+      // Plausible versions only: not of a generation this server has not reached, nor from the
+      // future, so a forged release cannot put an entry above the next real write's version.
+      if (req.chopperGeneration !== undefined && Number(gen) > req.chopperGeneration) throw refuse('X-KV-Version is of a generation this server has not installed')
+      if (clockOf(version) > BigInt(Date.now() + MAX_VERSION_AHEAD_MS) * 1000n) throw refuse('X-KV-Version is ahead of this server\'s clock')
     }
     return { phase, fenceId, version }
   }

@@ -18,7 +18,7 @@ const { runScenario, environment } = require('./harness')
 const { CONTENDER_NAMES } = require('./contenders')
 const { renderReport, headline } = require('./report')
 
-const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--contenders ${CONTENDER_NAMES.join(',')}] [--out DIR]
+const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--contenders ${CONTENDER_NAMES.join(',')}] [--strategy-options JSON] [--out DIR]
        node bench/experiments/run.js --report DIR/experiments.json   (rebuild the HTML)
        node bench/experiments/run.js --list`
 
@@ -31,6 +31,7 @@ async function main (argv) {
       list: { type: 'boolean', default: false },
       'time-scale': { type: 'string', default: '1' },
       contenders: { type: 'string' },
+      'strategy-options': { type: 'string' },
       out: { type: 'string', default: path.join(__dirname, '..', 'results') },
       report: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false }
@@ -51,7 +52,17 @@ async function main (argv) {
   const timeScale = Number(values['time-scale'])
   if (!(timeScale > 0)) throw usageError(`--time-scale: expected a number > 0, got ${JSON.stringify(values['time-scale'])}`)
   const contenders = values.contenders ? values.contenders.split(',').map((s) => s.trim()) : CONTENDER_NAMES
-  const scenarios = names.map((n) => loadScenario(n)) // validate them all before running any
+  let extra = {}
+  if (values['strategy-options'] !== undefined) {
+    try {
+      extra = JSON.parse(values['strategy-options'])
+    } catch (err) {
+      throw usageError(`--strategy-options: expected a JSON object, got ${JSON.stringify(values['strategy-options'])}`)
+    }
+    if (extra === null || typeof extra !== 'object' || Array.isArray(extra)) throw usageError('--strategy-options: expected a JSON object')
+  }
+  // validate them all before running any; --strategy-options go over each scenario's chopper options
+  const scenarios = names.map((n) => loadScenario(n)).map((s) => ({ ...s, experiment: { ...s.experiment, strategyOptions: { ...s.experiment.strategyOptions, ...extra } } }))
   const command = ['npm run', values.all ? 'experiments' : 'experiment --', ...(values.all ? [] : names), ...(argv.filter((a) => a.startsWith('--') && a !== '--all'))].join(' ').replace(/ +/g, ' ')
   const doc = { tool: 'chopper-experiments', version: 1, command: `node bench/experiments/run.js ${argv.join(' ')}`, npmCommand: command, startedAt: new Date().toISOString(), environment: environment(), scenarios: [] }
   const t0 = Date.now()

@@ -83,14 +83,23 @@ function options (opts) {
 
 /**
  * The initial assignment (generation 1): each server, in id order, owns one
- * contiguous 1/n of the keyspace, as in the paper's setup.
+ * contiguous 1/n of the keyspace, as in the paper's setup; with minReplicas
+ * above 1, each slice is also held by the next servers in id order.
  * @param {Object<string, {url:string}>} servers
  * @param {object} [opts] chopper options (validated, unused)
  */
 function initial (servers, opts) {
-  options(opts)
+  const o = options(opts)
   checkServers(servers)
-  return evenAssignment(servers, 1)
+  const a = evenAssignment(servers, 1)
+  const floor = o.replicate ? Math.min(o.minReplicas, o.maxReplicas || Infinity) : 1
+  if (floor <= 1) return a
+  // minReplicas from the start: slice i also goes to the next servers in id
+  // order, so no slice waits a round (and a handoff) for its standby replicas.
+  const ids = a.slices.map((sl) => sl.servers[0])
+  const k = Math.min(floor, ids.length)
+  a.slices.forEach((sl, i) => { sl.servers = Array.from({ length: k }, (_, j) => ids[(i + j) % ids.length]) })
+  return a
 }
 
 /**
