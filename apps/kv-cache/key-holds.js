@@ -27,6 +27,30 @@ class KeyHolds {
     this.lapseMs = lapseMs
     this.onLapse = onLapse
     this.keys = new Map() // key -> Map(id -> lapse timer)
+    this.waiters = new Map() // key -> [resolve] waiting for the key to be lifted
+  }
+
+  /**
+   * Resolves true once nothing holds `key` (at once when nothing does), false
+   * after `timeoutMs`.
+   */
+  waitLifted (key, timeoutMs) {
+    if (!this.keys.has(key)) return Promise.resolve(true)
+    return new Promise((resolve) => {
+      let list = this.waiters.get(key)
+      if (!list) this.waiters.set(key, (list = []))
+      const timer = setTimeout(() => {
+        const at = list.indexOf(done)
+        if (at !== -1) list.splice(at, 1)
+        if (list.length === 0 && this.waiters.get(key) === list) this.waiters.delete(key)
+        resolve(false)
+      }, timeoutMs)
+      function done () {
+        clearTimeout(timer)
+        resolve(true)
+      }
+      list.push(done)
+    })
   }
 
   /** Hold `key` for write `id` (idempotent: a retried hold restarts its lapse). */
@@ -63,12 +87,21 @@ class KeyHolds {
   clear () {
     for (const ids of this.keys.values()) for (const t of ids.values()) clearTimeout(t)
     this.keys.clear()
+    for (const list of this.waiters.values()) for (const done of list) done()
+    this.waiters.clear()
   }
 
   #drop (key, id) {
     const ids = this.keys.get(key)
     if (!ids || !ids.delete(id)) return false
-    if (ids.size === 0) this.keys.delete(key)
+    if (ids.size === 0) {
+      this.keys.delete(key)
+      const list = this.waiters.get(key)
+      if (list) {
+        this.waiters.delete(key)
+        for (const done of list) done()
+      }
+    }
     return true
   }
 }

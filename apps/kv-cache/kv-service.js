@@ -52,8 +52,9 @@ class KvService {
    * @param {number} [options.holdLapseMs] a hold nobody lifts lapses after this long (KeyHolds)
    * @param {string} [options.serverId] names this server's write ids
    */
-  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, serverId = 'kv', logger = silent }) {
+  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, heldReadWaitMs = 100, serverId = 'kv', logger = silent }) {
     this.store = store
+    this.heldReadWaitMs = heldReadWaitMs // a read of a held key waits this long for the write, then reads DynamoDB
     this.cache = cache
     this.metrics = metrics
     this.fencer = fencer
@@ -81,7 +82,10 @@ class KvService {
    * @returns {Promise<{ value: Buffer, contentType: string, ver: bigint, cached: boolean } | null>}
    */
   async get (key, sliceKey) {
-    if (this.holds.held(key)) return this.#heldRead(key)
+    // A write holds the key for a few ms (its DynamoDB write and the release
+    // round trip): wait for it rather than miss. After the release the cache
+    // has the written value, so the read is a hit ordered after the write.
+    if (this.holds.held(key) && !(await this.holds.waitLifted(key, this.heldReadWaitMs))) return this.#heldRead(key)
     let entry = null
     try {
       entry = await this.cache.get(key, sliceKey)

@@ -59,3 +59,21 @@ describe('KeyHolds', () => {
     expect(() => new KeyHolds({ lapseMs: 0 })).toThrow(/invalid lapseMs/)
   })
 })
+
+describe('KeyHolds.waitLifted', () => {
+  const { KeyHolds } = require('../../apps/kv-cache/key-holds')
+  test('resolves true when the last hold is lifted, false at the timeout, at once when not held', async () => {
+    const h = new KeyHolds({ lapseMs: 60000 })
+    expect(await h.waitLifted('k', 10)).toBe(true)
+    h.add('k', 'w1')
+    h.add('k', 'w2')
+    const lifted = h.waitLifted('k', 5000)
+    h.remove('k', 'w1')
+    h.remove('k', 'w2')
+    expect(await lifted).toBe(true)
+    h.add('k', 'w3')
+    expect(await h.waitLifted('k', 5)).toBe(false)
+    expect(h.waiters.size).toBe(0)
+    h.clear()
+  })
+})
