@@ -33,8 +33,8 @@ class LoadLedger {
    * be 0: a request's cost can arrive after its count was flushed (it finished
    * after a map change or a report).
    */
-  add (start, end, count, cost = 0) {
-    if (count > 0 || cost > 0) this.open.push({ start, end, count, cost })
+  add (start, end, count, cost = 0, done = 0) {
+    if (count > 0 || cost > 0 || done > 0) this.open.push({ start, end, count, cost, done })
   }
 
   /**
@@ -72,12 +72,16 @@ function coalesce (entries) {
     if (prev) {
       prev.count += e.count
       prev.cost += e.cost
+      prev.done += e.done || 0
     } else {
-      byRange.set(k, { start: e.start, end: e.end, count: e.count, cost: e.cost })
+      byRange.set(k, { start: e.start, end: e.end, count: e.count, cost: e.cost, done: e.done || 0 })
     }
   }
   const out = [...byRange.values()].sort((a, b) => a.start - b.start || a.end - b.end)
-  for (const e of out) e.cost = Math.round(e.cost * 1000) / 1000
+  for (const e of out) {
+    e.cost = Math.round(e.cost * 1000) / 1000
+    if (e.done === 0) delete e.done // requests that finished here (carried their cost): only when some did
+  }
   return out
 }
 

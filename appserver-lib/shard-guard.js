@@ -190,13 +190,14 @@ class ShardGuard {
 
   #flushToken (token, counts) {
     const slices = token.map.assignment.slices
-    const costs = token.costs
+    const { costs, done } = token
     for (let i = 0; i < costs.length; i++) {
       const n = counts === null ? 0 : counts[i]
-      if (n > 0 || costs[i] > 0) this.ledger.add(slices[i].start, slices[i].end, n, costs[i])
+      if (n > 0 || done[i] > 0) this.ledger.add(slices[i].start, slices[i].end, n, costs[i], done[i])
     }
     if (counts !== null) counts.fill(0)
     costs.fill(0)
+    done.fill(0)
   }
 
   /**
@@ -241,7 +242,10 @@ class ShardGuard {
    * range in the map it was admitted under, even when the map changed since.
    */
   end (token, slice = -1, costMs = 0, write = false) {
-    if (costMs > 0 && slice >= 0) token.costs[slice] += costMs
+    if (slice >= 0) {
+      token.done[slice]++
+      if (costMs > 0) token.costs[slice] += costMs
+    }
     token.inflight--
     if (write && --token.writes === 0 && token !== this.current && !this.drainAll) this.#wake(this.drainWaiters)
     if (token.inflight > 0 || token === this.current) return
@@ -368,7 +372,7 @@ class ShardGuard {
 
 /** What `begin()` returns: one per installed map, shared by its requests. */
 function inflightToken (generation, map) {
-  return { generation, inflight: 0, writes: 0, map, costs: new Float64Array(map.size) }
+  return { generation, inflight: 0, writes: 0, map, costs: new Float64Array(map.size), done: new Float64Array(map.size) }
 }
 
 module.exports = { ShardGuard, CONSISTENCY, HANDOFF_DRAIN }

@@ -52,8 +52,11 @@ class LoadCollector {
         const n = Number.isFinite(e.count) && e.count > 0 ? e.count / frames : 0
         if (e.cost === undefined) hasCost = false
         const c = Number.isFinite(e.cost) && e.cost > 0 ? e.cost / frames : 0
-        if (n > 0 || c > 0) {
-          entries.push({ start: e.start, end: e.end, count: n, cost: c })
+        // requests that finished (and so carried their cost); older reports lack it
+        // (a report without `done` predates it: its requests carried their cost)
+        const d = Number.isFinite(e.done) && e.done > 0 ? e.done / frames : (e.done === undefined ? n : 0)
+        if (n > 0 || c > 0 || d > 0) {
+          entries.push({ start: e.start, end: e.end, count: n, cost: c, done: d })
           requests += n
           cost += c
         }

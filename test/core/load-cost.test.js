@@ -76,9 +76,9 @@ describe('ShardGuard cost per slice', () => {
     g.end(a.token, a.slice, 7) // admitted under generation 1, ends under 2
     g.end(c.token, c.slice, 1)
     expect(g.report().entries).toEqual([
-      { start: 0, end: Q, count: 1, cost: 1 },
-      { start: 0, end: H, count: 1, cost: 7 },
-      { start: H, end: KEYSPACE_SIZE, count: 1, cost: 2 }
+      { start: 0, end: Q, count: 1, cost: 1, done: 1 },
+      { start: 0, end: H, count: 1, cost: 7, done: 1 },
+      { start: H, end: KEYSPACE_SIZE, count: 1, cost: 2, done: 1 }
     ])
     expect(g.drainedGeneration).toBe(2)
   })
@@ -96,10 +96,10 @@ describe('ShardGuard cost per slice', () => {
     const b = start(g, low)
     g.end(b.token, b.slice, 0.5)
     // Read while `a` still runs: its map's token is still in flight.
-    expect(g.report({ instance: first.instance, seq: first.seq }).entries).toEqual([{ start: 0, end: Q, count: 1, cost: 0.5 }])
+    expect(g.report({ instance: first.instance, seq: first.seq }).entries).toEqual([{ start: 0, end: Q, count: 1, cost: 0.5, done: 1 }])
     const second = g.report()
     g.end(a.token, a.slice, 9)
-    expect(g.report({ instance: second.instance, seq: second.seq }).entries).toEqual([{ start: 0, end: H, count: 0, cost: 9 }])
+    expect(g.report({ instance: second.instance, seq: second.seq }).entries).toEqual([{ start: 0, end: H, count: 0, cost: 9, done: 1 }])
   })
 
   test('end(token) without a cost (ShardGuard without the middleware) still works and costs nothing', () => {
@@ -140,5 +140,21 @@ describe('load metric', () => {
     expect(() => createController({ loadMetric: null })).toThrow(/invalid loadMetric/)
     expect(createController({}).status().loadMetric).toBe('cost')
     expect(createController({ loadMetric: 'requests' }).status().loadMetric).toBe('requests')
+  })
+})
+
+describe('cost load under overload', () => {
+  const { spreadMetric } = require('../../core/load-metric')
+  const { KEYSPACE_SIZE } = require('../../core/keyspace')
+  test('requests admitted x mean cost per finished request: a server that finishes only its capacity still shows what it was given', () => {
+    const half = KEYSPACE_SIZE / 2
+    const a = { generation: 1, slices: [{ start: 0, end: half, servers: ['x'] }, { start: half, end: KEYSPACE_SIZE, servers: ['y'] }], servers: { x: { url: 'http://127.0.0.1:1' }, y: { url: 'http://127.0.0.1:2' } } }
+    // x admitted 300 requests but finished only 125 (its capacity) at 4 ms each: 500 busy ms;
+    // y admitted and finished 100 at 4 ms: 400 busy ms. Busy time alone says 500 vs 400.
+    const entries = [{ start: 0, end: half, count: 300, cost: 500, done: 125 }, { start: half, end: KEYSPACE_SIZE, count: 100, cost: 400, done: 100 }]
+    expect(Array.from(spreadMetric(a, entries, 'cost'))).toEqual([1200, 400])
+    // a slice with no finished request yet takes the mean cost of the others
+    const fresh = [{ start: 0, end: half, count: 10, cost: 0, done: 0 }, { start: half, end: KEYSPACE_SIZE, count: 10, cost: 40, done: 10 }]
+    expect(Array.from(spreadMetric(a, fresh, 'cost'))).toEqual([40, 40])
   })
 })

@@ -80,11 +80,11 @@ describe('appserver-lib measures cost per slice', () => {
 
     // Over HTTP: every entry has cost; a report stays until acknowledged.
     const first = (await call(`${s.urls.controlUrl}/v1/load`)).body
-    expect(first.entries).toEqual([{ start: 0, end: H, count: 1, cost: e.cost }])
+    expect(first.entries).toEqual([{ start: 0, end: H, count: 1, cost: e.cost, done: 1 }])
     expect((await get(`/stated?key=${low}&cost=2.5`)).status).toBe(200)
     await pollUntil(() => s.guard.stats.admitted === 2 && s.guard.drainedGeneration === 1 && s.guard.current.inflight === 0, { intervalMs: 5, what: 'the request to close' })
     const unacked = (await call(`${s.urls.controlUrl}/v1/load`)).body
-    expect(unacked.entries).toEqual([{ start: 0, end: H, count: 2, cost: Math.round((e.cost + 2.5) * 1000) / 1000 }])
+    expect(unacked.entries).toEqual([{ start: 0, end: H, count: 2, cost: Math.round((e.cost + 2.5) * 1000) / 1000, done: 2 }])
     const acked = (await call(`${s.urls.controlUrl}/v1/load?instance=${unacked.instance}&seq=${unacked.seq}`)).body
     expect(acked.entries).toEqual([])
   })
@@ -107,7 +107,8 @@ describe('appserver-lib measures cost per slice', () => {
     expect(busy.count).toBe(1)
     // About the wall time it spun: below it plus slack (the rest of the handler,
     // other threads of the process), well above zero unless the machine starved it.
-    expect(busy.cost).toBeLessThan(res.body.wallMs * 1.25 + 10)
+    // (process CPU time counts every thread: GC and other helpers may add to it on a busy machine)
+    expect(busy.cost).toBeLessThan(res.body.wallMs * 2 + 20)
     expect(busy.cost).toBeGreaterThan(res.body.wallMs * 0.2)
 
     // 100 ms of waiting on a timer costs next to nothing in CPU.
@@ -124,7 +125,7 @@ describe('appserver-lib measures cost per slice', () => {
       const low = keyIn(0, H)
       for (let i = 0; i < 3; i++) expect((await get(`/stated?key=${low}&cost=12.5`)).status).toBe(200)
       await pollUntil(() => s.guard.current.inflight === 0 && s.guard.stats.admitted === 3, { intervalMs: 5, what: 'the requests to close' })
-      expect(s.guard.report().entries).toEqual([{ start: 0, end: H, count: 3, cost: 37.5 }])
+      expect(s.guard.report().entries).toEqual([{ start: 0, end: H, count: 3, cost: 37.5, done: 3 }])
     }
     const req = {}
     for (const bad of [-1, NaN, Infinity, '5', undefined]) expect(() => setRequestCost(req, bad)).toThrow(expect.objectContaining({ code: 'CHOPPER_ERR_INVALID_ARG', message: expect.stringMatching(/invalid cost/) }))
@@ -171,9 +172,9 @@ describe('LoadCollector', () => {
     const collector = new LoadCollector()
     const out = await collector.collect(new Map([['old', { controlUrl: `${base}/old` }], ['new', { controlUrl: `${base}/new` }]]))
     expect(out.failed).toEqual([])
-    expect(out.reports.get('old')).toEqual([{ start: 0, end: 10, count: 4, cost: 0 }])
+    expect(out.reports.get('old')).toEqual([{ start: 0, end: 10, count: 4, cost: 0, done: 4 }]) // old format: its requests count as finished
     // Divided by the periods the report spans.
-    expect(out.reports.get('new')).toEqual([{ start: 0, end: 10, count: 2, cost: 15 }, { start: 10, end: 20, count: 0, cost: 3 }])
+    expect(out.reports.get('new')).toEqual([{ start: 0, end: 10, count: 2, cost: 15, done: 2 }, { start: 10, end: 20, count: 0, cost: 3, done: 0 }])
     expect(out.perServer).toEqual({ old: { requests: 4, cost: 0 }, new: { requests: 2, cost: 18 } })
     expect(out.costless).toEqual(['old'])
   })
