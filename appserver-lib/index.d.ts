@@ -349,6 +349,8 @@ export class ShardGuard {
    * range in the map that admitted it, even when the map changed since.
    */
   end (token: InflightToken, slice?: number, costMs?: number, write?: boolean): void
+  /** A write admitted under `token` applied its effects: a handoff stops waiting for it (then end it with write = false). */
+  settle (token: InflightToken): void
   /** Resolves true once every request admitted under older maps finished, false on timeout. */
   waitDrained (timeoutMs: number): Promise<boolean>
   /** The 421 error for a key this server does not own, carrying the generation. */
@@ -389,6 +391,15 @@ export function shardGuardMiddleware (guard: ShardGuard, options?: ShardGuardMid
  * invalid cost.
  */
 export function setRequestCost (req: Request, ms: number): void
+
+/**
+ * The request's effects are complete (writes applied) although its response is
+ * not finished: a handoff stops waiting for it. A no-op for reads.
+ */
+export function settleRequest (req: Request): void
+
+/** The handoffDrain modes. */
+export const HANDOFF_DRAIN: readonly HandoffDrain[]
 
 /** The cost modes, in the order the error messages list them. */
 export const COST_MODES: readonly CostMode[]

@@ -9,6 +9,7 @@ const { defaultKeyFrom } = require('../core/request-key')
 const COST_MODES = ['wall', 'cpu']
 // A symbol, not a public field: setRequestCost is the API.
 const STATED_COST = Symbol('chopper.requestCost')
+const SETTLE = Symbol('chopper.settle')
 
 /**
  * State the cost of a request (ms) yourself, instead of what the middleware
@@ -21,6 +22,19 @@ const STATED_COST = Symbol('chopper.requestCost')
 function setRequestCost (req, ms) {
   if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) throw new InvalidArgumentError(`invalid cost: expected a finite number of ms >= 0, got ${String(ms)}`)
   req[STATED_COST] = ms
+}
+
+/**
+ * Say that a request's effects are complete (its writes are applied and
+ * fenced) although its response is not finished yet: a handoff stops waiting
+ * for it. For an app that streams or delays its answer after committing, such
+ * as the experiments' capacity model, which holds each response until its
+ * modelled completion. A no-op for requests a handoff does not wait for.
+ * @param {import('express').Request} req
+ */
+function settleRequest (req) {
+  const settle = req[SETTLE]
+  if (settle !== undefined) settle()
 }
 
 /** Requests a handoff must drain before the next owner starts (handoffDrain 'writes'). */
@@ -72,9 +86,10 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
   // to `res` (measured: an expando on Node's response objects cost more per
   // request than the closure).
   function admittedWall (req, res, next, key, slice) {
-    const write = isWrite(req.method)
+    let write = isWrite(req.method)
     const token = guard.begin(write)
     const t0 = performance.now()
+    if (write) req[SETTLE] = () => { if (write) { write = false; guard.settle(token) } }
     res.once('close', () => {
       const stated = req[STATED_COST]
       guard.end(token, slice, stated === undefined ? performance.now() - t0 : stated, write)
@@ -84,9 +99,10 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
   }
 
   function admittedCpu (req, res, next, key, slice) {
-    const write = isWrite(req.method)
+    let write = isWrite(req.method)
     const token = guard.begin(write)
     let cpuMs = 0
+    if (write) req[SETTLE] = () => { if (write) { write = false; guard.settle(token) } }
     res.once('close', () => {
       const stated = req[STATED_COST]
       guard.end(token, slice, stated === undefined ? cpuMs : stated, write)
@@ -139,4 +155,4 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
   }
 }
 
-module.exports = { shardGuardMiddleware, defaultKeyFrom, setRequestCost, COST_MODES }
+module.exports = { shardGuardMiddleware, defaultKeyFrom, setRequestCost, settleRequest, COST_MODES }

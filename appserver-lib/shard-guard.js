@@ -241,6 +241,11 @@ class ShardGuard {
    * `admitSliceKey` returned) and `costMs` add its busy time to that slice's
    * range in the map it was admitted under, even when the map changed since.
    */
+  /** A write admitted under `token`'s map has applied its effects: a handoff stops waiting for it (its `end` then passes write = false). */
+  settle (token) {
+    if (--token.writes === 0 && token !== this.current && !this.drainAll) this.#wake(this.drainWaiters)
+  }
+
   end (token, slice = -1, costMs = 0, write = false) {
     if (slice >= 0) {
       token.done[slice]++

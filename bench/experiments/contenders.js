@@ -80,6 +80,7 @@ async function startChopperSide (c, experiment, ids, appOptions, closers, logger
     strategy: c.strategy,
     strategyOptions: c.strategy === 'chopper' ? { ...experiment.strategyOptions, ...c.strategyOptions } : {},
     periodMs: experiment.periodMs,
+    loadMetric: experiment.loadMetric,
     startupFenceMs: 0, // a fresh cluster: no predecessor's leases to wait out
     logger
   })

@@ -87,7 +87,7 @@ async function runContender (name, experiment, workload, logger) {
     const m = contenderMetrics(r, { experiment, rounds, cache, runStartedAt })
     const stats = await sut.serverStats()
     // Each app server's modelled queue over the whole run (preload included): busy time, peak queue, refusals.
-    const servers = sut.serverIds.map((id, i) => ({ id, pid: sut.processes.appServers[id], capacity: stats[i] && stats[i].capacity && pick(stats[i].capacity, ['served', 'busyMs', 'peakQueue', 'refused']) }))
+    const servers = sut.serverIds.map((id, i) => ({ id, pid: sut.processes.appServers[id], capacity: stats[i] && stats[i].capacity && pick(stats[i].capacity, ['served', 'busyMs', 'peakQueue', 'refused']), guard: stats[i] && stats[i].guard, kv: stats[i] && stats[i].kv }))
     return { preload, haproxyConfig: sut.haproxyConfig, targets: sut.target, processes: sut.processes, servers, ...m }
   } finally {
     await sut.close()

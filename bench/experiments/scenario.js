@@ -23,6 +23,7 @@ const EXPERIMENT_DEFAULTS = Object.freeze({
   frontends: 2, // the issue: measure with 2 front ends (uncoordinated replica choices), as the paper did
   periodMs: 500, // the controller's balancing period; the paper ran 5 s periods with 120 s phases (24 a phase), the scenarios 0.5 s with 8-10 s phases (16-20)
   strategyOptions: Object.freeze({}), // the chopper contender's strategy options (docs/algorithm.md); {} = the paper's
+  loadMetric: 'cost', // what the Chopper contenders' controller balances: 'cost' (the default) or 'requests'
   capacity: Object.freeze({ mode: 'model' }), // bench/lib/capacity.js options: the model wraps each app server
   appOptions: Object.freeze({}), // more app options (kv-cache: cacheTtlMs, spawnRedis, ...)
   preload: false, // KV: set every key once before measuring, so gets find a value
@@ -60,6 +61,7 @@ function validateScenario (input, name) {
   if (!['error', 'miss'].includes(e.missingKeys)) fail('missingKeys', "'error' or 'miss'")
   if (!e.appOptions || typeof e.appOptions !== 'object') fail('appOptions', 'an object')
   if (!e.strategyOptions || typeof e.strategyOptions !== 'object') fail('strategyOptions', 'an object')
+  if (!['cost', 'requests'].includes(e.loadMetric)) fail('loadMetric', "'cost' or 'requests'")
   e.capacity = resolveCapacityOptions(e.capacity)
   const workload = validateSpec(input.workload)
   e.title = e.title ?? workload.name ?? name

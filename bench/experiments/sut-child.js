@@ -21,7 +21,10 @@ async function closeSut () {
 
 const handlers = {
   async start ({ name, experiment }) {
-    sut = await startContender(name, experiment)
+    // CHOPPER_EXPERIMENT_LOG=warn (or info, debug): the controller's and front ends' logs on stderr
+    const level = process.env.CHOPPER_EXPERIMENT_LOG
+    const logger = level ? require('pino')({ level }, process.stderr) : undefined
+    sut = await startContender(name, experiment, logger ? { logger } : undefined)
     return {
       target: sut.target,
       serverIds: sut.serverIds,

@@ -79,6 +79,8 @@ serveChild({
       pid: process.pid,
       generation: started.server.guard.generation,
       cache: hits === null ? null : { hits, misses: misses || 0 },
+      guard: { ...started.server.guard.stats },
+      kv: hits === null ? null : await kvCounters(started.registry),
       capacity: model ? model.stats() : null
     }
   },
@@ -93,3 +95,14 @@ serveChild({
     return true
   }
 })
+
+/** kv-cache's invalidations by reason, fenced and not-primary writes, store errors: for the report. */
+async function kvCounters (registry) {
+  const out = {}
+  for (const name of ['chopper_kv_cache_invalidations_total', 'chopper_kv_fenced_writes_total', 'chopper_kv_not_primary_total', 'chopper_kv_store_errors_total']) {
+    const m = registry.getSingleMetric(name)
+    if (!m) continue
+    for (const v of (await m.get()).values) out[`${name.slice('chopper_kv_'.length, -'_total'.length)}${Object.keys(v.labels).length ? JSON.stringify(v.labels) : ''}`] = v.value
+  }
+  return out
+}

@@ -208,6 +208,9 @@ const MODELS = Object.freeze({
 // appserver-lib's per-request cost (issue 10, load as busy time). Without it,
 // the load reports would count the modelled queueing wait as busy time.
 const setRequestCost = typeof appserverLib.setRequestCost === 'function' ? appserverLib.setRequestCost : null
+// The app's work is done when it ends its response; only the answer waits for
+// the modelled completion, so a handoff need not wait for it either.
+const { settleRequest } = appserverLib
 
 /**
  * Wrap an app's request handler so its server is one modelled FIFO server.
@@ -259,6 +262,7 @@ function withCapacity (handler, { app, serviceMs, capacity = {}, now = () => per
       res.end = end // once: whatever end() does next is the real one
       const ms = cost(req, res, o)
       if (reportCost) reportCost(req, ms > 0 ? ms : 0)
+      settleRequest(req)
       if (!(ms > 0)) {
         leave()
         return end.apply(res, args)

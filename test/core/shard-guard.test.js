@@ -162,3 +162,37 @@ describe('ShardGuard', () => {
     expect(() => new ShardGuard({ serverId: 'me', holdMs: -1 })).toThrow(/invalid holdMs/)
   })
 })
+
+describe('settleRequest', () => {
+  const express = require('express')
+  const http = require('node:http')
+  const { shardGuardMiddleware, settleRequest } = require('../../appserver-lib/index.js')
+  test('a write whose effects are done stops holding a handoff, though its response is still open', async () => {
+    const g = new ShardGuard({ serverId: 'me' })
+    g.setAssignment(gen(1, 'me', 'me'))
+    let finish
+    const app = express()
+    app.use(shardGuardMiddleware(g))
+    app.put('/w', (req, res) => {
+      settleRequest(req)
+      settleRequest(req) // idempotent
+      finish = () => res.end('ok')
+    })
+    const server = http.createServer(app)
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const done = fetch(`http://127.0.0.1:${server.address().port}/w?key=a`, { method: 'PUT' })
+      const { pollUntil } = require('../../core/poll')
+      await pollUntil(() => finish !== undefined, { timeoutMs: 5000, intervalMs: 5, what: 'the write to arrive' })
+      g.setAssignment(gen(2, 'other', 'other'))
+      expect(g.drainedGeneration).toBe(2) // settled: nothing to wait for
+      expect(g.older.length).toBe(1) // but still in flight (its cost is still to come)
+      finish()
+      expect((await done).status).toBe(200)
+      await pollUntil(() => g.older.length === 0, { timeoutMs: 5000, intervalMs: 5, what: 'the request to close' })
+      expect(g.older[0] === undefined && g.current.writes).toBe(0)
+    } finally {
+      server.close()
+    }
+  })
+})

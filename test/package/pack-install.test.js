@@ -89,7 +89,7 @@ describe('appserver-lib as a package', () => {
   })
 
   test('installed outside the repository, it loads from CommonJS and from ESM', async () => {
-    const names = ['CONSISTENCY', 'COST_MODES', 'ShardGuard', 'createAppServer', 'defaultKeyFrom', 'defaults', 'setRequestCost', 'shardGuardMiddleware']
+    const names = ['CONSISTENCY', 'COST_MODES', 'HANDOFF_DRAIN', 'ShardGuard', 'createAppServer', 'defaultKeyFrom', 'defaults', 'setRequestCost', 'settleRequest', 'shardGuardMiddleware']
     const cjs = await run(process.execPath, ['-e', `
       const m = require('@chopper/appserver-lib')
       console.log(JSON.stringify({ keys: Object.keys(m).sort(), from: require.resolve('@chopper/appserver-lib') }))`], { cwd: project })
