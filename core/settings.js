@@ -42,9 +42,6 @@ const ENV = Object.freeze({
     CHOPPER_FRONTEND_WORKERS: { key: 'workers', default: 'cores', parse: (v) => (v === 'cores' ? v : int(v)) },
     CHOPPER_ADVERTISE_HOST: { key: 'advertiseHost', default: '127.0.0.1', parse: str },
     CHOPPER_REPLICA_CHOICE: { key: 'replicaChoice', default: 'p2c', parse: str }, // validated by createFrontend
-    CHOPPER_REPLICA_SIZE_PARAM: { key: 'replicaSizeParam', default: undefined, parse: str },
-    CHOPPER_REPLICA_SIZE_POWER: { key: 'replicaSizePower', default: undefined, parse: int },
-    CHOPPER_LCSTAR_THRESHOLD: { key: 'lcstarThreshold', default: undefined, parse: int },
     LOG_LEVEL: { key: 'logLevel', default: 'info', parse: str }
   },
   appserver: {

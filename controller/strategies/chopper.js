@@ -40,7 +40,9 @@ const defaults = Object.freeze({
   // at least the mean slice load): shares no bigger than moveRatio - 1 of the mean
   // can always be packed within moveRatio x the mean (docs/algorithm.md, "Replication")
   replicaLoadFraction: 0.25,
-  minReplicas: 1,
+  // every slice on at least 2 servers: the front ends choose per request from the first one (a
+  // standby that takes spill-over, as bounded-load hashing does), ties go to the primary (docs/algorithm.md)
+  minReplicas: 2,
   maxReplicas: 0, // 0 = up to every (known) server
   // drop a replica only when the shares after the drop stay below (1 - this) x the unit:
   // a load that halves and doubles back does not flap

@@ -21,11 +21,12 @@ async function runMoves ({ handoff, consistency, moves, clients = 12, workMs = 1
   const closers = []
   const log = createAdmissionLog()
   try {
-    const controller = createController({ periodMs: 600000, startupFenceMs: 0, handoff })
+    const controller = createController({ periodMs: 600000, startupFenceMs: 0, handoff, strategyOptions: { replicate: false } }) // single owners: the test checks exclusive admission
     await controller.start()
     closers.push(() => controller.close())
     for (const id of SERVER_IDS) {
-      const s = createAppServer({ id, app: log.app(id), controllerUrl: controller.url, consistency })
+      // handoffDrain 'all': exclusive execution of reads too (the default drains only writes)
+      const s = createAppServer({ id, app: log.app(id), controllerUrl: controller.url, consistency, handoffDrain: 'all' })
       await s.start()
       closers.push(() => s.close())
     }

@@ -49,7 +49,7 @@ describe('ownership edge cases', () => {
   })
 
   test('draining the last app server is refused with a JSON 409, and it still deregisters', async () => {
-    const controller = createController({ periodMs: 600000, startupFenceMs: 0 })
+    const controller = createController({ periodMs: 600000, startupFenceMs: 0, strategyOptions: { replicate: false } })
     await controller.start()
     closers.push(() => controller.close())
     const s = await server({ controllerUrl: controller.url })
@@ -63,7 +63,7 @@ describe('ownership edge cases', () => {
   })
 
   test('lease and drain routes answer bad input with a JSON 4xx; a reported drainedGeneration is clamped to what the member holds', async () => {
-    const controller = createController({ periodMs: 600000, startupFenceMs: 0 })
+    const controller = createController({ periodMs: 600000, startupFenceMs: 0, strategyOptions: { replicate: false } })
     await controller.start()
     closers.push(() => controller.close())
     await server({ controllerUrl: controller.url })

@@ -18,7 +18,7 @@ describe('routing safety', () => {
   })
 
   async function controllerUp (options = {}) {
-    const controller = createController({ periodMs: 60000, startupFenceMs: 0, ...options })
+    const controller = createController({ periodMs: 60000, startupFenceMs: 0, strategyOptions: { replicate: false }, ...options }) // single owners: the test checks who serves each key
     await controller.start()
     closers.push(() => controller.close())
     return controller

@@ -119,7 +119,7 @@ describe('appserver-lib as a package', () => {
     })
 
     test('serves the keys it owns through the front end, refuses others with 421, and drains on SIGTERM', async () => {
-      cluster = await startLocalCluster({ app: 'compute', servers: 1, frontends: 1, port: 0, periodMs: 60000 })
+      cluster = await startLocalCluster({ app: 'compute', servers: 1, frontends: 1, port: 0, periodMs: 60000, strategyOptions: { minReplicas: 1 } })
       const { controller } = cluster.controller
       const fe = cluster.frontends[0]
       service = startService(project, {

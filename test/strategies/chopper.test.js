@@ -3,7 +3,7 @@
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { validateAssignment, evenAssignment, keyChurn, sameLayout, serverLoads } = require('../../core/assignment')
 const { InvalidArgumentError } = require('../../core/errors')
-const chopper = require('../../controller/strategies/chopper')
+const chopper = require('./chopper-one-replica') // minReplicas 1 unless a test sets it
 const { U, build, view, prng, deepFreeze } = require('./helpers')
 
 const invalidArg = (fn, pattern) => {
@@ -145,7 +145,7 @@ describe('chopperRound', () => {
         replicate: true,
         replicateRatio: 1.1,
         replicaLoadFraction: 0.25,
-        minReplicas: 1,
+        minReplicas: 2,
         maxReplicas: 0,
         replicaHysteresis: 0.5,
         replicaChurnLimit: 1

@@ -19,7 +19,7 @@ function keySet (set) {
 }
 
 /** Real imbalance before round 0 and after each of `rounds` rounds. */
-function simulate (strategyName, keys, rounds) {
+function simulate (strategyName, keys, rounds, opts) {
   const strategy = strategies[strategyName]
   const loadsFor = (a) => {
     const map = new SliceMap(a)
@@ -27,12 +27,12 @@ function simulate (strategyName, keys, rounds) {
     for (const { key, weight } of keys) loads[map.indexOf(key)] += weight
     return loads
   }
-  let a = strategy.initial(servers)
+  let a = strategy.initial(servers, opts)
   const trace = []
   for (let r = 0; r <= rounds; r++) {
     const loads = loadsFor(a)
     trace.push(imbalance(serverLoads(a, loads)))
-    if (r < rounds) a = strategy.rebalance(a, loads)
+    if (r < rounds) a = strategy.rebalance(a, loads, opts)
   }
   return trace
 }
@@ -41,9 +41,15 @@ describe('closed-loop convergence on a skewed key set', () => {
   test('one key set: chopper gets below 1.25 within 3 rounds and stays; consistent hashing stays far above', () => {
     // set 17: two hot keys share a server under both initial layouts
     const keys = keySet(17)
-    const chopper = simulate('chopper', keys, 10)
+    // one server per slice at first (minReplicas 1), as the paper starts
+    const chopper = simulate('chopper', keys, 10, { minReplicas: 1 })
     const ring = simulate('consistent-hash', keys, 10)
     expect(chopper[0]).toBeGreaterThan(2)
+    // the default (a standby replica per slice) starts lower and gets there too
+    const standby = simulate('chopper', keys, 10)
+    expect(standby[0]).toBeLessThan(chopper[0])
+    expect(standby.findIndex((x) => x < 1.25)).toBeLessThanOrEqual(3)
+    for (const x of standby.slice(3)) expect(x).toBeLessThan(1.25)
     expect(chopper.findIndex((x) => x < 1.25)).toBeLessThanOrEqual(3)
     for (const x of chopper.slice(3)) expect(x).toBeLessThan(1.25)
     for (const x of ring) expect(x).toBeCloseTo(ring[0], 12) // static: never changes

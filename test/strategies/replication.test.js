@@ -4,7 +4,7 @@ const { KEYSPACE_SIZE, sliceKey } = require('../../core/keyspace')
 const { SliceMap } = require('../../core/slice-map')
 const { validateAssignment, keyChurn, serverLoads, imbalance } = require('../../core/assignment')
 const { InvalidArgumentError } = require('../../core/errors')
-const chopper = require('../../controller/strategies/chopper')
+const chopper = require('./chopper-one-replica') // minReplicas 1 unless a test sets it
 const { U, build, deepFreeze } = require('./helpers')
 
 // Asymmetric replication of hot slices (docs/algorithm.md, "Replication";
@@ -275,5 +275,18 @@ describe('hot-set shift, closed loop (issue 10 item 5)', () => {
     const single = within({ replicate: false }, 2)
     expect(replicated).toBeGreaterThanOrEqual(0.9)
     expect(single).toBeLessThan(0.75)
+  })
+})
+
+describe('the default: a standby replica for every slice (minReplicas 2)', () => {
+  const real = require('../../controller/strategies/chopper')
+  const servers3 = { a: { url: 'http://127.0.0.1:1' }, b: { url: 'http://127.0.0.1:2' }, c: { url: 'http://127.0.0.1:3' } }
+  test('the initial layout puts each slice on its server and the next one; a round keeps at least 2 everywhere', () => {
+    const a = real.initial(servers3)
+    expect(a.slices.map((s) => s.servers)).toEqual([['a', 'b'], ['b', 'c'], ['c', 'a']])
+    const next = real.rebalance(a, [30, 10, 10])
+    for (const s of next.slices) expect(s.servers.length).toBeGreaterThanOrEqual(2)
+    expect(real.initial({ a: servers3.a }).slices[0].servers).toEqual(['a']) // capped at the server count
+    expect(real.initial(servers3, { replicate: false }).slices.map((s) => s.servers.length)).toEqual([1, 1, 1])
   })
 })
