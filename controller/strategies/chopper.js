@@ -205,7 +205,7 @@ function chopperRound (assignment, loads, opts, inputs) {
     : null
   const sets = replicated ? replicated.sets : []
   const setFrozen = replicated ? replicated.setFrozen : undefined
-  const merged = mergeColumns(cols, index.ids, index.ids.length, o.mergeChurnLimit * KEYSPACE_SIZE, frozen, setFrozen)
+  const merged = mergeColumns(cols, index.ids, index.ids.length, o.mergeChurnLimit * KEYSPACE_SIZE, frozen, setFrozen, sets)
   const moved = moveColumns(merged.cols, index.ids, {
     ratio: o.moveRatio,
     churnLimit: o.moveChurnLimit * KEYSPACE_SIZE,

@@ -25,10 +25,13 @@
  * with unknown load".
  *
  * Replicated slices (several servers, `rep[i] >= 0`, docs/algorithm.md,
- * "Replication") take no part either: merging one with a neighbour would
- * either drop its replicas or hand the neighbour's keys to every replica (new
- * churn), and a hot slice is not a merge candidate anyway. Their loads count
- * in the mean, unless one of their servers is frozen.
+ * "Replication") merge only with neighbours held by the very same servers in
+ * the same order (no churn: nobody gains a key); merging one with any other
+ * neighbour would either drop its replicas or hand the neighbour's keys to
+ * every replica (new churn), and a hot slice is not a merge candidate anyway.
+ * Without those merges, every slice having a standby replica (minReplicas 2)
+ * made the split phase double the slice count round after round. Their loads
+ * count in the mean, unless one of their servers is frozen.
  */
 
 const { Columns, indexServers, frozenFlags, toColumns, toWorking } = require('./columns')
@@ -43,9 +46,10 @@ const NONE = new Uint8Array(0)
  * @param {number} churnLimit merge budget, in keys
  * @param {Uint8Array} frozen per server index: 1 = its slices take no part
  * @param {Uint8Array} [setFrozen] per replica set (`c.rep`): 1 = one of its servers is frozen
+ * @param {Array<ArrayLike<number>>} [sets] the replica sets `c.rep` indexes (server indices, primary first)
  * @returns {{ cols: Columns, churn: number, ops: object[] }}
  */
-function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE) {
+function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE, sets = []) {
   const { n, start, end, owner, load, rep } = c
   let total = 0
   let counted = 0
@@ -74,6 +78,21 @@ function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE) 
   const ops = []
   let i = 0
   while (i < n) {
+    if (rep[i] >= 0 && i + 1 < n && rep[i + 1] >= 0 && !setFrozen[rep[i]] && sameSet(sets[rep[i]], sets[rep[i + 1]]) && load[i] + load[i + 1] < threshold) {
+      // a run of slices on the very same servers: merged at no churn, keeping the set
+      let j = i + 1
+      let runLoad = load[i]
+      while (j < n && rep[j] >= 0 && sameSet(sets[rep[i]], sets[rep[j]]) && runLoad + load[j] < threshold && sliceCount - (j - i) >= minSlices) runLoad += load[j++]
+      out.copyFrom(c, i, k)
+      out.end[k] = end[j - 1]
+      out.load[k++] = runLoad
+      if (j - i > 1) {
+        sliceCount -= j - i - 1
+        ops.push({ op: 'merge', start: start[i], end: end[j - 1], server: ids[owner[i]], slices: j - i, load: runLoad, churn: 0, replicas: sets[rep[i]].length })
+      }
+      i = j
+      continue
+    }
     if (i + 1 === n || frozen[owner[i]] || frozen[owner[i + 1]] || rep[i] >= 0 || rep[i + 1] >= 0 || !(load[i] + load[i + 1] < threshold)) {
       out.copyFrom(c, i++, k++) // cannot start a run: skip the bookkeeping
       continue
@@ -146,6 +165,14 @@ function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE) 
     i = j
   }
   return { cols: out.truncate(k), churn, ops }
+}
+
+/** Same servers in the same order (the primary stays the primary). */
+function sameSet (a, b) {
+  if (a === b) return true
+  if (a.length !== b.length) return false
+  for (let x = 0; x < a.length; x++) if (a[x] !== b[x]) return false
+  return true
 }
 
 /**

@@ -134,16 +134,17 @@ describe('replication phase', () => {
     expect(r.churn.replicate).toBe(0)
   })
 
-  test('replicated slices are not merged or moved; a split keeps the set on both halves', () => {
+  test('replicated slices merge only with neighbours on the same servers, never move; a split keeps the set on both halves', () => {
     const { assignment, loads } = build([[1, 'a', 1], [1, 'a', 1], [6, 'a', 100], [4, 'b', 10], [4, 'b', 10]])
     // single-owner (chopper.test.js): a's cold pair merges and moves to b
     const single = chopper.chopperRound(assignment, loads, { replicate: false })
     expect(opsOf(single, 'merge')).not.toEqual([])
     expect(opsOf(single, 'move')).not.toEqual([])
-    // every slice on two servers (minReplicas 2): nothing may merge or move, the hot one is split
+    // every slice on two servers (minReplicas 2): nothing moves; only neighbours on the very
+    // same servers merge (no churn), and the hot one is split
     const r = chopper.chopperRound(assignment, loads, { minReplicas: 2, replicaChurnLimit: 16 })
     validateAssignment(r.assignment)
-    expect(opsOf(r, 'merge')).toEqual([])
+    for (const m of opsOf(r, 'merge')) expect(m.churn).toBe(0)
     expect(opsOf(r, 'move')).toEqual([])
     const split = opsOf(r, 'split').find((o) => o.start === 2 * U)
     expect(split).toBeDefined()
@@ -279,6 +280,13 @@ describe('hot-set shift, closed loop (issue 10 item 5)', () => {
 })
 
 describe('the default: a standby replica for every slice (minReplicas 2)', () => {
+  test('slices on the same servers merge again: the slice count stays bounded round after round', () => {
+    const real = require('../../controller/strategies/chopper')
+    let a = real.initial({ a: { url: 'http://127.0.0.1:1' }, b: { url: 'http://127.0.0.1:2' }, c: { url: 'http://127.0.0.1:3' } })
+    for (let r = 0; r < 30; r++) a = real.rebalance(a, a.slices.map((s, i) => (i % 7 === 0 ? 50 : 5)))
+    expect(a.slices.length).toBeLessThan(40) // without same-set merges: doubling every round
+  })
+
   const real = require('../../controller/strategies/chopper')
   const servers3 = { a: { url: 'http://127.0.0.1:1' }, b: { url: 'http://127.0.0.1:2' }, c: { url: 'http://127.0.0.1:3' } }
   test('the initial layout puts each slice on its server and the next one; a round keeps at least 2 everywhere', () => {
