@@ -35,15 +35,19 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '1' },
     'max-slices': { type: 'string', default: String(defaults.maxSlices) },
     replicate: { type: 'string', default: String(defaults.replicate) },
+    'min-replicas': { type: 'string', default: String(defaults.minReplicas) },
     help: { type: 'boolean', short: 'h', default: false }
   }
 })
 if (values.help) {
   console.log(`usage: node bench/strategy-round.js [--servers 1000] [--slices 100] [--runs 9] [--seed 1]
-  [--max-slices ${defaults.maxSlices}] [--replicate true|false]
+  [--max-slices ${defaults.maxSlices}] [--replicate true|false] [--min-replicas ${defaults.minReplicas}]
 Times one chopper round (median of --runs after a warm-up) on --servers x --slices
 scattered slices with seeded Pareto loads. --replicate false runs the
-single-owner round (no replication phase). Target: <= 100 ms at 1,000 servers.`)
+single-owner round (no replication phase). With replication, every input slice
+already has --min-replicas servers (its owner, then the next ids), so the round
+timed is a steady one, not the one-off transition from single owners.
+Target: <= 100 ms at 1,000 servers.`)
   process.exit(0)
 }
 if (values.replicate !== 'true' && values.replicate !== 'false') throw new TypeError('--replicate must be true or false')
@@ -52,6 +56,8 @@ const perServer = Number(values.slices)
 const runs = Number(values.runs)
 const seed = Number(values.seed)
 const maxSlices = Number(values['max-slices'])
+const minReplicas = values.replicate === 'true' ? Number(values['min-replicas']) : 1
+if (!Number.isInteger(minReplicas) || minReplicas < 1) throw new TypeError('--min-replicas must be a positive integer')
 for (const [name, v] of Object.entries({ servers: nServers, slices: perServer, runs, seed, 'max-slices': maxSlices })) {
   if (!Number.isInteger(v) || v < (name === 'seed' ? 0 : 1)) throw new TypeError(`--${name} must be a positive integer`)
 }
@@ -67,7 +73,9 @@ function buildInput () {
     const j = Math.floor(rand() * (i + 1))
     ;[owners[i], owners[j]] = [owners[j], owners[i]]
   }
-  const slices = evenRanges(owners.length).map((r, i) => ({ start: r.start, end: r.end, servers: [owners[i]] }))
+  const at = new Map(ids.map((id, i) => [id, i]))
+  const setOf = (owner) => Array.from({ length: Math.min(minReplicas, nServers) }, (_, k) => ids[(at.get(owner) + k) % nServers])
+  const slices = evenRanges(owners.length).map((r, i) => ({ start: r.start, end: r.end, servers: setOf(owners[i]) }))
   // Pareto(alpha 1.5) request counts, with 10% of slices idle
   const loads = slices.map(() => (rand() < 0.1 ? 0 : Math.floor(10 / Math.pow(1 - rand(), 1 / 1.5))))
   return { assignment: { generation: 1, slices, servers }, loads }
@@ -76,7 +84,7 @@ function buildInput () {
 const { assignment, loads } = buildInput()
 const times = []
 let result
-const options = { maxSlices, replicate: values.replicate === 'true' }
+const options = values.replicate === 'true' ? { maxSlices, replicate: true, minReplicas } : { maxSlices, replicate: false }
 chopperRound(assignment, loads, options) // warm-up (JIT)
 for (let i = 0; i < runs; i++) {
   const t0 = performance.now()
@@ -86,7 +94,7 @@ for (let i = 0; i < runs; i++) {
 times.sort((a, b) => a - b)
 const count = (op) => result.ops.filter((o) => o.op === op).length
 const pct = (keys) => (100 * keys / 2 ** 32).toFixed(2) + '%'
-console.log(`chopper round: ${nServers} servers x ${perServer} slices = ${assignment.slices.length} slices, maxSlices ${maxSlices}, replicate ${options.replicate}, seed ${seed}, node ${process.version}`)
+console.log(`chopper round: ${nServers} servers x ${perServer} slices = ${assignment.slices.length} slices, maxSlices ${maxSlices}, replicate ${options.replicate}${options.replicate ? `, minReplicas ${minReplicas}` : ''}, seed ${seed}, node ${process.version}`)
 console.log(`  ms per round: median ${times[times.length >> 1].toFixed(1)}, min ${times[0].toFixed(1)}, max ${times[times.length - 1].toFixed(1)} (${runs} runs after 1 warm-up)`)
 console.log(`  ops: ${count('merge')} merges, ${count('move')} moves (stop: ${result.moveStop}), ${count('split')} splits -> ${result.assignment.slices.length} slices`)
 if (options.replicate) {

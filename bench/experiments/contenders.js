@@ -18,6 +18,7 @@ const { pollUntil } = require('../../core/poll')
 const CONTENDERS = Object.freeze({
   chopper: { label: 'Chopper', router: 'chopper front end', strategy: 'chopper', replication: 'on (strategy default)' },
   'chopper-single': { label: 'Chopper, no replication', router: 'chopper front end', strategy: 'chopper', strategyOptions: Object.freeze({ replicate: false }), replication: 'off' },
+  'chopper-standby': { label: 'Chopper, standby replica everywhere', router: 'chopper front end', strategy: 'chopper', strategyOptions: Object.freeze({ minReplicas: 2 }), replication: 'minReplicas 2' },
   'consistent-hash': { label: 'Consistent hashing', router: 'chopper front end', strategy: 'consistent-hash' },
   'haproxy-ch': { label: 'HAProxy consistent hash', router: 'HAProxy', balance: 'balance url_param key + hash-type consistent' },
   'haproxy-bounded': { label: 'HAProxy bounded loads', router: 'HAProxy', balance: 'hash-type consistent + hash-balance-factor 125' },

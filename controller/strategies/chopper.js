@@ -40,9 +40,10 @@ const defaults = Object.freeze({
   // at least the mean slice load): shares no bigger than moveRatio - 1 of the mean
   // can always be packed within moveRatio x the mean (docs/algorithm.md, "Replication")
   replicaLoadFraction: 0.25,
-  // every slice on at least 2 servers: the front ends choose per request from the first one (a
-  // standby that takes spill-over, as bounded-load hashing does), ties go to the primary (docs/algorithm.md)
-  minReplicas: 2,
+  // 1: replicate only what is hot (Slicer). 2 gives every slice a standby that the front ends
+  // spill to per request, as bounded-load hashing does, but replicated slices never move, so
+  // it leaves only replication to balance with (docs/algorithm.md, "Replication")
+  minReplicas: 1,
   maxReplicas: 0, // 0 = up to every (known) server
   // drop a replica only when the shares after the drop stay below (1 - this) x the unit:
   // a load that halves and doubles back does not flap

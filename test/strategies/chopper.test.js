@@ -145,7 +145,7 @@ describe('chopperRound', () => {
         replicate: true,
         replicateRatio: 1.1,
         replicaLoadFraction: 0.25,
-        minReplicas: 2,
+        minReplicas: 1,
         maxReplicas: 0,
         replicaHysteresis: 0.5,
         replicaChurnLimit: 1

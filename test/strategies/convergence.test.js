@@ -45,8 +45,8 @@ describe('closed-loop convergence on a skewed key set', () => {
     const chopper = simulate('chopper', keys, 10, { minReplicas: 1 })
     const ring = simulate('consistent-hash', keys, 10)
     expect(chopper[0]).toBeGreaterThan(2)
-    // the default (a standby replica per slice) starts lower and gets there too
-    const standby = simulate('chopper', keys, 10)
+    // a standby replica per slice (minReplicas 2) starts lower and gets there too
+    const standby = simulate('chopper', keys, 10, { minReplicas: 2 })
     expect(standby[0]).toBeLessThan(chopper[0])
     expect(standby.findIndex((x) => x < 1.25)).toBeLessThanOrEqual(3)
     for (const x of standby.slice(3)) expect(x).toBeLessThan(1.25)

@@ -279,22 +279,25 @@ describe('hot-set shift, closed loop (issue 10 item 5)', () => {
   })
 })
 
-describe('the default: a standby replica for every slice (minReplicas 2)', () => {
+describe('a standby replica for every slice (minReplicas 2)', () => {
   test('slices on the same servers merge again: the slice count stays bounded round after round', () => {
     const real = require('../../controller/strategies/chopper')
-    let a = real.initial({ a: { url: 'http://127.0.0.1:1' }, b: { url: 'http://127.0.0.1:2' }, c: { url: 'http://127.0.0.1:3' } })
-    for (let r = 0; r < 30; r++) a = real.rebalance(a, a.slices.map((s, i) => (i % 7 === 0 ? 50 : 5)))
+    const o = { minReplicas: 2 }
+    let a = real.initial({ a: { url: 'http://127.0.0.1:1' }, b: { url: 'http://127.0.0.1:2' }, c: { url: 'http://127.0.0.1:3' } }, o)
+    for (let r = 0; r < 30; r++) a = real.rebalance(a, a.slices.map((s, i) => (i % 7 === 0 ? 50 : 5)), o)
     expect(a.slices.length).toBeLessThan(40) // without same-set merges: doubling every round
   })
 
   const real = require('../../controller/strategies/chopper')
   const servers3 = { a: { url: 'http://127.0.0.1:1' }, b: { url: 'http://127.0.0.1:2' }, c: { url: 'http://127.0.0.1:3' } }
   test('the initial layout puts each slice on its server and the next one; a round keeps at least 2 everywhere', () => {
-    const a = real.initial(servers3)
+    const o = { minReplicas: 2 }
+    const a = real.initial(servers3, o)
     expect(a.slices.map((s) => s.servers)).toEqual([['a', 'b'], ['b', 'c'], ['c', 'a']])
-    const next = real.rebalance(a, [30, 10, 10])
+    const next = real.rebalance(a, [30, 10, 10], o)
     for (const s of next.slices) expect(s.servers.length).toBeGreaterThanOrEqual(2)
-    expect(real.initial({ a: servers3.a }).slices[0].servers).toEqual(['a']) // capped at the server count
-    expect(real.initial(servers3, { replicate: false }).slices.map((s) => s.servers.length)).toEqual([1, 1, 1])
+    expect(real.initial({ a: servers3.a }, o).slices[0].servers).toEqual(['a']) // capped at the server count
+    expect(real.initial(servers3, { ...o, replicate: false }).slices.map((s) => s.servers.length)).toEqual([1, 1, 1])
+    expect(real.initial(servers3).slices.map((s) => s.servers.length)).toEqual([1, 1, 1]) // the default: 1
   })
 })
