@@ -29,7 +29,7 @@ const { renderRunReport, renderScaleReport, compactRun } = require('../report')
 const { runScaleSet, SCALE_DEFAULTS, SCALE_RUNS } = require('../scale')
 
 const RESULTS_DIR = path.join(__dirname, '..', 'results')
-/** Service time per request for scenarios: apps/capacity.js models a server at ~250 req/s (4 ms). */
+/** Service time per request for scenarios: bench/lib/capacity.js models a server at ~250 req/s (4 ms). */
 const SCENARIO_SERVICE_MS = 4
 
 function main (argv) {
