@@ -5,9 +5,10 @@ const hdr = require('hdr-histogram-js')
 const { getStrategy } = require('../controller/strategies')
 const { SliceMap } = require('../core/slice-map')
 const { KEYSPACE_SIZE } = require('../core/keyspace')
-const { validateAssignment, keyChurn, serverLoads, imbalance, sameLayout } = require('../core/assignment')
+const { validateAssignment, keyChurn, sameLayout } = require('../core/assignment')
 const { createRng, deriveSeed } = require('../loadgen/prng')
 const { InvalidArgumentError } = require('../core/errors')
+const { choose, checkPolicy, ReplicaLoad } = require('../core/replica-choice')
 const { createEngine } = require('./engine')
 const { SimServer, resolveServerOptions } = require('./server')
 const { compileWorkload } = require('./workload')
@@ -18,6 +19,8 @@ const SIM_DEFAULTS = Object.freeze({
   strategy: 'chopper',
   strategyOptions: Object.freeze({}),
   servers: 3,
+  serverIds: undefined, // the servers' ids (strings; `servers` of them); s0, s1, ... when not given. Ids matter to hashing strategies
+  replicaChoice: 'p2c', // which admitter of a replicated slice takes a request (core/replica-choice.js, as the front end)
   slicesPerServer: 1, // the initial assignment is cut so each server starts with about this many slices
   periodMs: 500, // controller period (bench/experiments' default)
   seed: 1, // the simulator's own streams (arrivals, keys, service times); the spec's seed is left alone
@@ -52,29 +55,37 @@ function simulate (spec, options = {}) {
   const o = resolveSimOptions(options)
   const strategy = getStrategy(o.strategy)
   const workload = compileWorkload(spec, { rateScale: o.rateScale, arrivals: o.arrivals, durationMs: o.durationMs })
-  const ids = Array.from({ length: o.servers }, (_, i) => `s${String(i).padStart(String(o.servers - 1).length, '0')}`)
+  const ids = o.serverIds ? o.serverIds.slice() : Array.from({ length: o.servers }, (_, i) => `s${String(i).padStart(String(o.servers - 1).length, '0')}`)
   const serverIndex = new Map(ids.map((id, i) => [id, i]))
   const members = {}
   for (const id of ids) members[id] = { url: `http://sim.invalid/${id}` }
   let assignment = refine(strategy.initial(members, o.strategyOptions), o.servers * o.slicesPerServer)
   let map = new SliceMap(assignment)
-  let owners = ownerIndices(map, serverIndex)
+  let routes = routeTable(map, serverIndex)
 
   const engine = createEngine()
   const clock = o.clock || (() => performance.now())
   const rngArrivals = createRng(deriveSeed(o.seed, 'arrivals'))
   const rngKeys = createRng(deriveSeed(o.seed, 'keys'))
+  // Replica choice, as the front end makes it (frontend/replica-router.js): its
+  // view is its own in-flight count per server, here the modelled servers'.
+  const rngChoice = createRng(deriveSeed(o.seed, 'replica-choice'))
+  const nextChoice = () => rngChoice.next()
+  const inflight = new ReplicaLoad({ capacity: o.servers })
+  let replicated = 0 // requests to slices with several admitters this period
   const histogram = () => hdr.build({ lowestDiscernibleValue: 1, numberOfSignificantValueDigits: 3, autoResize: true })
   const total = histogram()
   const phaseHist = workload.phases.map(() => histogram())
   let periodHist = histogram()
   let periodMisses = 0
   const perServerRequests = new Float64Array(o.servers)
+  let periodServer = new Float64Array(o.servers) // this period's requests per server, as routed
 
   const servers = o.mode === 'requests'
     ? ids.map((id) => new SimServer({ id, engine, rng: createRng(deriveSeed(o.seed, 'service', id)), onComplete, ...o.server }))
     : []
   function onComplete (req) {
+    inflight.end(req.server, 1)
     const us = Math.max(1, Math.round((req.doneAt - req.arrivedAt) * 1000)) // sojourn, microseconds
     total.recordValue(us)
     phaseHist[req.phase].recordValue(us)
@@ -94,9 +105,16 @@ function simulate (spec, options = {}) {
       const sk = ph.sliceKeys[k]
       const slice = map.indexOf(sk)
       loads[slice]++
-      const s = owners[slice]
+      const c = routes.candidates[slice]
+      let s = routes.target[slice]
+      if (c !== null) {
+        s = c[choose(o.replicaChoice, c, inflight, 1, nextChoice)]
+        replicated++
+      }
       perServerRequests[s]++
-      servers[s].arrive({ key: ph.keyName(k), phase, arrivedAt: engine.now })
+      periodServer[s]++
+      inflight.begin(s, 1)
+      servers[s].arrive({ key: ph.keyName(k), phase, arrivedAt: engine.now, server: s })
       scheduleNext(phase, engine.now)
     }
     const scheduleNext = (phase, from) => {
@@ -122,11 +140,12 @@ function simulate (spec, options = {}) {
     const t0 = p * o.periodMs
     const t1 = Math.min(workload.durationMs, t0 + o.periodMs)
     if (o.mode === 'requests') engine.run(t1)
-    else fluidLoads(workload, map, owners, loads, perServerRequests, t0, t1, o.fluidNoise ? rngFluid : null)
+    else fluidLoads(workload, map, routes, loads, perServerRequests, periodServer, t0, t1, o.fluidNoise ? rngFluid : null)
 
-    // the round: measure the period under the assignment that served it, then rebalance
-    const perServer = serverLoads(assignment, loads)
-    const imb = imbalance(perServer)
+    // the round: measure the period under the assignment that served it (each
+    // server's requests as routed; with one server per slice that is
+    // serverLoads of the per-slice counts), then rebalance
+    const imb = imbalanceOf(periodServer)
     const reqs = loads.reduce((a, b) => a + b, 0)
     const w0 = clock()
     const next = strategy.rebalance(assignment, loads, o.strategyOptions)
@@ -143,6 +162,10 @@ function simulate (spec, options = {}) {
       roundMs: round(roundMs, 3),
       slices: next.slices.length
     }
+    if (routes.replicatedSlices > 0) {
+      row.replicatedSlices = routes.replicatedSlices
+      if (o.mode === 'requests') row.replicatedRequests = replicated
+    }
     if (o.mode === 'requests') {
       row.p50Ms = periodHist.totalCount ? round(periodHist.getValueAtPercentile(50) / 1000, 3) : null
       row.p99Ms = periodHist.totalCount ? round(periodHist.getValueAtPercentile(99) / 1000, 3) : null
@@ -154,9 +177,11 @@ function simulate (spec, options = {}) {
     if (changed) {
       assignment = { ...next, generation: assignment.generation + 1 }
       map = new SliceMap(assignment)
-      owners = ownerIndices(map, serverIndex)
+      routes = routeTable(map, serverIndex)
     }
     loads = new Float64Array(assignment.slices.length)
+    periodServer = new Float64Array(o.servers)
+    replicated = 0
     if (o.onProgress) o.onProgress(p + 1, nPeriods)
   }
   if (o.mode === 'requests') engine.run() // drain: requests in queues still finish
@@ -198,6 +223,7 @@ function report ({ o, workload, periods, perServerRequests, ids, total, phaseHis
       strategy: o.strategy,
       strategyOptions: o.strategyOptions,
       servers: o.servers,
+      replicaChoice: o.replicaChoice,
       slicesPerServer: o.slicesPerServer,
       periodMs: o.periodMs,
       seed: o.seed,
@@ -234,7 +260,7 @@ function report ({ o, workload, periods, perServerRequests, ids, total, phaseHis
  * Poisson noise) to its slice. Keys are walked in slice-key order against the
  * slice starts, so a period costs O(keys + slices) and no events.
  */
-function fluidLoads (workload, map, owners, loads, perServer, t0, t1, rng) {
+function fluidLoads (workload, map, routes, loads, perServer, periodServer, t0, t1, rng) {
   for (const ph of workload.phases) {
     const overlap = Math.min(t1, ph.endMs) - Math.max(t0, ph.startMs)
     if (overlap <= 0) continue
@@ -249,7 +275,16 @@ function fluidLoads (workload, map, owners, loads, perServer, t0, t1, rng) {
       let c = ph.pmf[k] * n
       if (rng && c > 0) c = poisson(c, rng)
       loads[s] += c
-      perServer[owners[s]] += c
+      const cand = routes.candidates[s]
+      if (cand === null) {
+        perServer[routes.target[s]] += c
+        periodServer[routes.target[s]] += c
+      } else {
+        // no per-request choice in fluid mode: an even split (what p2c tends
+        // to over equally loaded admitters, and the controller's own model)
+        const share = c / cand.length
+        for (let q = 0; q < cand.length; q++) { perServer[cand[q]] += share; periodServer[cand[q]] += share }
+      }
     }
   }
 }
@@ -288,10 +323,37 @@ function refine (a, target) {
   return validateAssignment({ ...a, slices })
 }
 
-function ownerIndices (map, serverIndex) {
-  const out = new Int32Array(map.size)
-  for (let i = 0; i < map.size; i++) out[i] = serverIndex.get(map.owners[i])
-  return out
+/**
+ * Per slice of `map`: `target`, the server index a request goes to when one
+ * server admits it (the primary; the first holder when the primary does not
+ * admit it yet; the primary when nobody does), and `candidates`, the
+ * admitters' indices when several admit it (primary first), else null: the
+ * same tables frontend/replica-router.js builds. Every request is treated as
+ * a read (the simulator does not model the get/set mix), so a replicated
+ * slice's requests are spread by the replica-choice policy.
+ */
+function routeTable (map, serverIndex) {
+  const target = new Int32Array(map.size)
+  const candidates = new Array(map.size).fill(null)
+  let replicatedSlices = 0
+  for (let i = 0; i < map.size; i++) {
+    const owner = map.owners[i]
+    const admitters = map.admitters[i]
+    target[i] = serverIndex.get(admitters.length === 0 || admitters.includes(owner) ? owner : admitters[0])
+    if (admitters.length > 1) {
+      candidates[i] = Int32Array.from(admitters, (id) => serverIndex.get(id))
+      replicatedSlices++
+    }
+  }
+  return { target, candidates, replicatedSlices }
+}
+
+/** max / mean of per-server loads (core/assignment.js imbalance over a typed array); 1 when idle. */
+function imbalanceOf (perServer) {
+  let max = 0
+  let sum = 0
+  for (let i = 0; i < perServer.length; i++) { sum += perServer[i]; if (perServer[i] > max) max = perServer[i] }
+  return sum === 0 ? 1 : max / (sum / perServer.length)
 }
 
 function phaseAt (workload, t) {
@@ -317,7 +379,13 @@ function resolveSimOptions (options) {
   }
   const o = { ...SIM_DEFAULTS, ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) }
   const bad = (k, expected) => { throw new InvalidArgumentError(`invalid simulation option ${k}: expected ${expected}, got ${JSON.stringify(o[k])}`) }
+  if (o.serverIds !== undefined) {
+    if (!Array.isArray(o.serverIds) || o.serverIds.length === 0 || o.serverIds.some((id) => typeof id !== 'string' || id === '') || new Set(o.serverIds).size !== o.serverIds.length) bad('serverIds', 'an array of distinct non-empty strings')
+    if (options.servers === undefined) o.servers = o.serverIds.length
+    else if (o.servers !== o.serverIds.length) bad('servers', `serverIds.length (${o.serverIds.length})`)
+  }
   if (!Number.isInteger(o.servers) || o.servers < 1 || o.servers > 100000) bad('servers', 'an integer in [1, 100000]')
+  try { checkPolicy(o.replicaChoice, 'simulation option replicaChoice') } catch (err) { bad('replicaChoice', err.message.split(': ')[1]) }
   if (!Number.isInteger(o.slicesPerServer) || o.slicesPerServer < 1 || o.slicesPerServer > 10000) bad('slicesPerServer', 'an integer in [1, 10000]')
   if (!(typeof o.periodMs === 'number' && o.periodMs > 0 && Number.isFinite(o.periodMs))) bad('periodMs', 'a number of ms > 0')
   if (!Number.isInteger(o.seed) || o.seed < 0 || o.seed >= 2 ** 32) bad('seed', 'an integer in [0, 2^32)')

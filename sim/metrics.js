@@ -4,6 +4,8 @@
 const RECOVERY_TARGET = 1.25
 /** Periods the imbalance must stay under the target to count as recovered. */
 const RECOVERY_HOLD = 2
+/** periodsToSettle: within this fraction above the phase's steady state. */
+const SETTLE_TOLERANCE = 0.05
 
 /**
  * Periods to recover after a shift: counting from `fromPeriod` (the first
@@ -28,6 +30,22 @@ function periodsToRecover (series, fromPeriod, toPeriod = series.length, { targe
   return null
 }
 
+/**
+ * Periods to settle after a shift: like periodsToRecover, but the target is
+ * the phase's own steady state (`steady` x (1 + tol)) instead of a fixed
+ * level, so a strategy that never gets below 1.25 still shows how fast it
+ * converges to where it ends up.
+ * @param {number[]} series per-period imbalance
+ * @param {number} fromPeriod
+ * @param {number} toPeriod exclusive
+ * @param {number} steady the phase's steady-state imbalance
+ * @param {{ tol?: number, hold?: number }} [o]
+ * @returns {number|null}
+ */
+function periodsToSettle (series, fromPeriod, toPeriod, steady, { tol = SETTLE_TOLERANCE, hold = RECOVERY_HOLD } = {}) {
+  return periodsToRecover(series, fromPeriod, toPeriod, { target: steady * (1 + tol) + 1e-9, hold })
+}
+
 /** Mean of the values (null for none). */
 function mean (values) {
   if (values.length === 0) return null
@@ -50,4 +68,4 @@ function summary (values, digits = 4) {
   return { min: r(percentile(values, 0)), p50: r(percentile(values, 0.5)), p99: r(percentile(values, 0.99)), max: r(percentile(values, 1)), mean: r(mean(values)) }
 }
 
-module.exports = { RECOVERY_TARGET, RECOVERY_HOLD, periodsToRecover, mean, percentile, summary }
+module.exports = { RECOVERY_TARGET, RECOVERY_HOLD, SETTLE_TOLERANCE, periodsToRecover, periodsToSettle, mean, percentile, summary }

@@ -93,6 +93,102 @@ function barChart ({ title, bars, reference }) {
   return parts.join('')
 }
 
+/**
+ * A heatmap: one cell per (row, column), coloured from white (best) to red
+ * (worst) on the cell's value, the value printed in it. null cells are grey
+ * and print `nullText`.
+ * @param {{ title: string, rowLabel: string, colLabel: string, rows: (string|number)[], cols: (string|number)[], values: (number|null)[][], digits?: number, lowIsGood?: boolean, nullText?: string }} h
+ */
+function heatmap ({ title, rowLabel, colLabel, rows, cols, values, digits = 3, lowIsGood = true, nullText = 'never' }) {
+  const cw = 86
+  const ch = 30
+  const L = 96
+  const T = 48
+  const W = L + cw * cols.length + 20
+  const H = T + ch * rows.length + 40
+  const all = values.flat().filter((v) => typeof v === 'number' && Number.isFinite(v))
+  const lo = all.length ? Math.min(...all) : 0
+  const hi = all.length ? Math.max(...all) : 1
+  const colour = (v) => {
+    if (typeof v !== 'number' || !Number.isFinite(v)) return '#ccc'
+    let f = hi > lo ? (v - lo) / (hi - lo) : 0
+    if (!lowIsGood) f = 1 - f
+    // white -> red
+    const g = Math.round(255 - 170 * f)
+    return `rgb(255,${g},${Math.round(255 - 200 * f)})`
+  }
+  const parts = [`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="11">`]
+  parts.push(`<text x="8" y="16" font-size="13" font-weight="bold">${esc(title)}</text>`)
+  parts.push(`<text x="${L + (cw * cols.length) / 2}" y="${T - 22}" text-anchor="middle">${esc(colLabel)}</text>`)
+  cols.forEach((c, j) => parts.push(`<text x="${L + cw * j + cw / 2}" y="${T - 6}" text-anchor="middle">${esc(c)}</text>`))
+  parts.push(`<text x="14" y="${T + (ch * rows.length) / 2}" transform="rotate(-90 14 ${T + (ch * rows.length) / 2})" text-anchor="middle">${esc(rowLabel)}</text>`)
+  rows.forEach((r, i) => {
+    parts.push(`<text x="${L - 8}" y="${T + ch * i + ch / 2 + 4}" text-anchor="end">${esc(r)}</text>`)
+    cols.forEach((_, j) => {
+      const v = values[i][j]
+      parts.push(`<rect x="${L + cw * j}" y="${T + ch * i}" width="${cw}" height="${ch}" fill="${colour(v)}" stroke="#fff"/><text x="${L + cw * j + cw / 2}" y="${T + ch * i + ch / 2 + 4}" text-anchor="middle">${typeof v === 'number' ? fmt(v, digits) : esc(nullText)}</text>`)
+    })
+  })
+  parts.push(`<text x="${L}" y="${H - 12}" fill="#555">${lowIsGood ? 'white: lowest (best), red: highest' : 'white: highest (best), red: lowest'}; range ${fmt(lo, digits)} – ${fmt(hi, digits)}</text>`)
+  parts.push('</svg>')
+  return parts.join('')
+}
+
+/**
+ * Seed 001's N x T sensitivity analysis (sim/sensitivity.js): three heatmaps
+ * and the notes that read them.
+ * @param {{ settings: object, workload: string, cells: object[] }} sens
+ */
+function renderSensitivity (sens) {
+  const N = [...new Set(sens.cells.map((c) => c.buckets))]
+  const Tp = [...new Set(sens.cells.map((c) => c.offloadPercent))]
+  const cell = (n, t) => sens.cells.find((c) => c.buckets === n && c.offloadPercent === t)
+  const grid = (f) => N.map((n) => Tp.map((t) => f(cell(n, t))))
+  const common = { rowLabel: 'N (buckets per server)', colLabel: 'T (offload %, at most, per round)', rows: N, cols: Tp.map((t) => `${t} %`) }
+  const s = sens.settings
+  const out = ['<h2 id="neighbour-offload">Neighbour offload: N × T sensitivity (seed 001)</h2>']
+  out.push(`<p class="note">The real <code>neighbour-offload</code> strategy on the scale set's skewed, shifting workload (<code>${esc(sens.workload)}</code>): ${s.servers} servers, ${s.phases} phases of ${s.periodsPerPhase} periods of ${s.periodMs} ms, fluid mode, seed ${s.seed}. The seed measured throughput (ops/s) of a 3-client laptop run for N ∈ {3, 6, 9}, T ∈ {10, 25, 45} %; here each cell reports what issue 14 asks of every strategy. Steady state = mean imbalance over each phase's second half, averaged over phases. Settle = periods from a shift until the imbalance is within ${Math.round(s.settleTolerance * 100)} % of that phase's steady state for ${s.recovery.hold} periods (mean over the shifts; 0 also means it did not move). Recovery to < ${s.recovery.target} (the scale table's figure) is shown as "never" where it did not happen within the phase.</p>`)
+  out.push(heatmap({ ...common, title: 'Steady-state imbalance (max / mean server load)', values: grid((c) => c.steadyImbalance) }))
+  out.push(heatmap({ ...common, title: 'Periods to settle after a shift (mean of the shifts)', values: grid((c) => c.meanPeriodsToSettle), digits: 1 }))
+  out.push(heatmap({ ...common, title: 'Churn per round (mean keyspace fraction)', values: grid((c) => c.churnPerRound), digits: 4 }))
+  out.push(heatmap({ ...common, title: `Periods to recover to < ${s.recovery.target} after a shift (mean of the shifts)`, values: grid((c) => c.meanPeriodsToRecover), digits: 1 }))
+  return out.join('\n')
+}
+
+/**
+ * Seed 004's LC* study (sim/dispatch.js): the slowdown tables next to the
+ * paper's Table 1 and Table 2, and the ratios.
+ * @param {object} d runDispatch's result, optionally with `sweep` (runDispatchSweep)
+ */
+function renderDispatch (d) {
+  const o = d.options
+  const t = d.trace
+  const levels = o.levels.map((l) => l.name)
+  const out = ['<h2 id="lc-star">Dispatch policies: JSQ, LC and LC* (seed 004)</h2>']
+  if (d.command) out.push(`<p>Command: <code>${esc(d.command)}</code></p>`)
+  out.push(`<p class="note">A front-end dispatcher in front of ${o.servers} back-end servers; every job is placed by <code>core/replica-choice.js</code> (<code>choose</code> over a <code>ReplicaLoad</code>, as the front end calls it). Trace of our own: ${t.jobs.toLocaleString('en')} jobs, sizes a spliced Pareto with α = ${o.alpha} (cutoff 1; short jobs from ${t.shortMin} to 1, long ones from 1 to ${t.maxSize}); ${fmt(t.longJobShare * 100, 2)} % of the jobs are long (≥ the cutoff) and carry ${fmt(t.longWorkShare * 100, 1)} % of the work (the paper: &lt; 3 % and &gt; 50 %). Poisson arrivals, ${o.jobsPerLevel.toLocaleString('en')} jobs per level, levels in order ${t.levels.map((l) => `${l.name} ${l.utilisation} (realised ${l.realisedUtilisation})`).join(', ')}. With preemption = processor sharing (the limit of the paper's round robin); without = FIFO. Metric: mean slowdown (response time / size), by the level a job arrived in. Seed ${o.seed}. <code>jsq</code> is the front end's JSQ (sizes of its unfinished jobs); <code>jsq-residual</code> is the paper's (true residual work, an oracle view passed to the same <code>choose</code>).</p>`)
+  for (const disc of o.disciplines) {
+    out.push(`<h3>${disc === 'ps' ? 'With preemption (processor sharing)' : 'Without preemption (FIFO)'}</h3>`)
+    const paperCol = (p, l) => {
+      if (disc === 'ps' && (p === 'lc' || p === 'lcstar')) return PAPER_T2(d.paper, p, l)
+      if (l === 'overall' && (p === 'jsq' || p === 'lc')) return d.paper.table1[p][disc]
+      return null
+    }
+    out.push('<table><tr><th>policy</th>' + levels.map((l) => `<th>${esc(l)}</th>`).join('') + '<th>overall</th><th>paper (overall)</th><th>deferred</th></tr>' +
+      d.runs.filter((r) => r.discipline === disc).map((r) => `<tr><td>${esc(r.policy)}</td>${[...levels, 'overall'].map((l) => `<td>${fmt(r.meanSlowdown[l])}</td>`).join('')}<td>${fmt(paperCol(r.policy, 'overall'))}</td><td>${r.deferred}</td></tr>`).join('') + '</table>')
+  }
+  out.push('<h3>Ratios next to the paper\'s</h3><table><tr><th>comparison (slowdown ratio; &gt; 1: the second wins)</th><th>measured (jsq)</th><th>measured (jsq-residual)</th><th>paper (Tables 1, 2)</th><th>the paper says</th></tr>' +
+    d.ratios.map((r) => `<tr><td>${esc(r.label)}</td><td>${fmt(r.measured, 2)}</td><td>${fmt(r.measuredResidual, 2)}</td><td>${fmt(r.paper, 2)}</td><td>${esc(r.paperSays)}</td></tr>`).join('') + '</table>')
+  if (d.sweep) {
+    out.push(`<h3>Sensitivity to the heavy level's utilisation (mean ratio over seeds ${d.sweep.rows[0]?.seeds.join(', ')})</h3><table><tr><th>heavy utilisation</th><th>JSQ / LC*, preemption</th><th>JSQ FIFO / LC* preemption</th><th>JSQ / LC*, both FIFO</th><th>LC / LC*, heavy, preemption</th><th>LC* beats LC (heavy) every seed</th><th>LC* beats JSQ (FIFO) every seed</th></tr>` +
+      d.sweep.rows.map((r) => `<tr><td>${r.heavyUtilisation}</td><td>${fmt(r.jsqOverLcstarPs, 2)}</td><td>${fmt(r.jsqFifoOverLcstarPs, 2)}</td><td>${fmt(r.jsqOverLcstarFifo, 2)}</td><td>${fmt(r.lcOverLcstarHeavyPs, 2)}</td><td>${r.lcstarBeatsLcHeavyEverySeed ? 'yes' : 'no'}</td><td>${r.lcstarBeatsJsqFifoEverySeed ? 'yes' : 'no'}</td></tr>`).join('') + '</table>')
+  }
+  for (const n of d.notes || []) out.push(`<p class="note">${esc(n)}</p>`)
+  return out.join('\n')
+}
+
+const PAPER_T2 = (paper, p, l) => paper.table2[p]?.[l] ?? null
+
 const page = (title, body) => `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${esc(title)}</title>
 <style>body{font-family:sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;font-size:13px;margin:1em 0}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}code{background:#f4f4f4;padding:1px 3px}.note{color:#555;font-size:13px}</style>
@@ -154,6 +250,8 @@ function renderScaleReport (data) {
     body.push(lineChart({ title: `Key churn per round, ${n} servers`, yLabel: 'keyspace fraction', series: runs.map((r) => ({ name: r.label, values: r.churn })), marks }))
     body.push(lineChart({ title: `Round time (wall clock), ${n} servers`, yLabel: 'ms (log)', series: runs.map((r) => ({ name: r.label, values: r.roundMs })), marks, logY: true }))
   }
+  if (data.sensitivity) body.push(renderSensitivity(data.sensitivity))
+  if (data.dispatch) body.push(renderDispatch(data.dispatch))
   return page(title, body.join('\n'))
 }
 
@@ -175,4 +273,4 @@ function compactRun ({ label, strategy, strategyOptions, servers, wallSeconds, r
   }
 }
 
-module.exports = { renderRunReport, renderScaleReport, compactRun, lineChart, barChart }
+module.exports = { renderRunReport, renderScaleReport, renderSensitivity, renderDispatch, compactRun, lineChart, barChart, heatmap }

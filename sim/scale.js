@@ -92,4 +92,4 @@ function runScaleSet (o = {}) {
   return { settings: { ...s, onRun: undefined, onProgress: undefined, clock: undefined }, runs }
 }
 
-module.exports = { SCALE_DEFAULTS, SCALE_RUNS, scaleSpec, runScaleSet }
+module.exports = { SCALE_DEFAULTS, SCALE_RUNS, RATE_SCALE, scaleSpec, runScaleSet }

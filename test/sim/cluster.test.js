@@ -50,7 +50,8 @@ describe('sim cluster', () => {
   })
 
   test('fluid mode balances the same workload without per-request events', () => {
-    const r = simulate(hotSpec(), { ...base, strategy: 'chopper', mode: 'fluid' })
+    // single owner: fluid mode splits replicated slices evenly, which converges slower than p2c (replica-routing.test.js)
+    const r = simulate(hotSpec(), { ...base, strategy: 'chopper', mode: 'fluid', strategyOptions: { replicate: false } })
     expect(r.summary.latencyMs).toBeNull()
     expect(r.summary.events).toBe(0)
     expect(Math.abs(r.summary.requests - 16000)).toBeLessThan(800)

@@ -54,4 +54,35 @@ describe('sim reports', () => {
     expect(fs.readFileSync(path.join(dir, 'spec-chopper-2.html'), 'utf8')).toContain('<svg')
     expect(() => main([file, '--servers', 'x'])).toThrow(/--servers/)
   })
+
+  test('--dispatch prints the slowdown tables and the ratios next to the paper\'s; --report --only merges new sections', () => {
+    const out = []
+    const write = jest.spyOn(process.stdout, 'write').mockImplementation((s) => { out.push(String(s)); return true })
+    const errWrite = jest.spyOn(process.stderr, 'write').mockImplementation(() => true)
+    try {
+      expect(main(['--dispatch', '--jobs', '1000', '--out', dir])).toBe(0)
+      const text = out.join('')
+      expect(text).toContain('with preemption (processor sharing)')
+      expect(text).toContain('JSQ / LC*, with preemption (overall)')
+      expect(text).toMatch(/lcstar +\d/)
+      const d = JSON.parse(fs.readFileSync(path.join(dir, 'dispatch.json'), 'utf8'))
+      expect(d.runs).toHaveLength(12)
+      expect(d.sweep.rows).toHaveLength(3)
+
+      // an existing scale report: --only dispatch keeps its runs and adds the section
+      const data = runScaleSet({ sizes: [8], phases: 2, periodsPerPhase: 3, clock: () => 0 })
+      fs.writeFileSync(path.join(dir, 'report.json'), JSON.stringify({ tool: 'chopper-sim', settings: data.settings, runs: data.runs.map(compactRun) }))
+      expect(main(['--report', '--only', 'dispatch', '--jobs', '1000', '--out', dir])).toBe(0)
+      const merged = JSON.parse(fs.readFileSync(path.join(dir, 'report.json'), 'utf8'))
+      expect(merged.runs).toHaveLength(data.runs.length)
+      expect(merged.dispatch.ratios.length).toBeGreaterThan(3)
+      const html = fs.readFileSync(path.join(dir, 'report.html'), 'utf8')
+      expect(html).toContain('id="lc-star"')
+      expect(html).toContain('Ratios next to the paper')
+      expect(() => main(['--report', '--only', 'nope', '--out', dir])).toThrow(/--only/)
+    } finally {
+      write.mockRestore()
+      errWrite.mockRestore()
+    }
+  })
 })
