@@ -719,7 +719,11 @@ function clip (entries, ranges) {
     const len = e.end - e.start
     for (const r of ranges) {
       const o = overlap(e, r)
-      if (o > 0) out.push({ start: Math.max(e.start, r.start), end: Math.min(e.end, r.end), count: e.count * o / len, cost: e.cost * o / len })
+      if (o > 0) {
+        const part = { start: Math.max(e.start, r.start), end: Math.min(e.end, r.end), count: e.count * o / len, cost: e.cost * o / len }
+        if (e.done !== undefined) part.done = e.done * o / len
+        out.push(part)
+      }
     }
   }
   return out
