@@ -169,6 +169,7 @@ function createProxyHandler ({ table, router, forwarder, metrics, keyFrom = keyF
         if (CLIENT_FAULT_CODES.has(err.code)) throw new InvalidArgumentError(`request cannot be forwarded: ${err.message}`, { cause: err })
         metrics.upstreamErrors.inc({ server: owner, code: err.code || 'UNKNOWN' })
         if (TIMEOUT_CODES.has(err.code)) throw new UpstreamTimeoutError(`app server ${owner} did not answer in time`, { cause: err })
+        if (NOT_SENT_CODES.has(err.code) && owner !== undefined) router.suspect(owner) // refused: other replicas take its reads for a while
         if (attempt === 0 && replayable && !NOT_SENT_CODES.has(err.code) && IDEMPOTENT.has(req.method)) {
           // A broken connection, not a refused one: most often a keep-alive
           // socket the server had just closed. Try once more (the same owner,

@@ -59,7 +59,13 @@ class ReplicaRouter {
     this.primary = null // Int32Array: slot of each slice's primary
     this.candidates = null // per slice: Int32Array of admitter slots when >= 2 admit it, else null
     this.waiting = [] // LC*: deferred long requests, oldest first
-    this.stats = { deferred: 0, dispatched: 0, timedOut: 0, overflowed: 0 }
+    this.stats = { deferred: 0, dispatched: 0, timedOut: 0, overflowed: 0, suspected: 0, avoided: 0 }
+    // A replica that refused a connection has nothing in flight, so p2c would
+    // keep choosing it until the controller drops it (its lease, 1.5 s): for
+    // `suspectMs` after a refusal, reads go to the other replicas instead.
+    this.suspectMs = 1000
+    this.suspectUntil = new Map() // server id -> Date.now() until which it is avoided
+    this.suspectHorizon = 0 // the latest of those: no clock read on the hot path once it passed
     this.toPrimary = null
     this.toOther = null
     this.deferredMetric = null
@@ -138,10 +144,39 @@ class ReplicaRouter {
       const other = this.#other(c, avoid)
       if (other !== -1) pos = other
     }
+    if (this.suspectHorizon !== 0 && pos !== DEFER) pos = this.#unsuspected(c, pos, avoid)
     if (pos === DEFER) return DEFER
     const slot = c[pos]
     if (this.toPrimary !== null) (slot === this.primary[i] ? this.toPrimary : this.toOther).inc()
     return slot
+  }
+
+  /** Avoid server `id` for reads of replicated slices for a while: it refused a connection. */
+  suspect (id) {
+    const until = Date.now() + this.suspectMs
+    this.suspectUntil.set(id, until)
+    this.suspectHorizon = Math.max(this.suspectHorizon, until)
+    this.stats.suspected++
+  }
+
+  /** `pos`, or the least connected candidate neither suspected nor in `avoid` when `pos` is suspected (and one exists). */
+  #unsuspected (c, pos, avoid) {
+    const now = Date.now()
+    if (now >= this.suspectHorizon) {
+      this.suspectHorizon = 0
+      this.suspectUntil.clear()
+      return pos
+    }
+    const bad = (p) => (this.suspectUntil.get(this.ids[c[p]]) || 0) > now
+    if (!bad(pos)) return pos
+    let best = -1
+    for (let p = 0; p < c.length; p++) {
+      if (bad(p) || (avoid !== undefined && avoid.includes(this.ids[c[p]]))) continue
+      if (best === -1 || this.load.inflight[c[p]] < this.load.inflight[c[best]]) best = p
+    }
+    if (best === -1) return pos
+    this.stats.avoided++
+    return best
   }
 
   /** The least connected candidate not in `avoid`, or -1. */

@@ -215,6 +215,26 @@ describe('front end: replicated slices', () => {
     })
   }
 
+  test('a replica that refused a connection is avoided for reads for a while, instead of being drawn again', async () => {
+    // Slice [0, HALF) on a and d; d is not listening.
+    const { fe } = await setup({
+      hot: ['a', 'd'],
+      extraServers: { d: { url: 'http://127.0.0.1:1' } },
+      frontendOptions: { replicaChoice: 'random', replicaRng: seeded(11) }
+    })
+    fe.replicas.suspectMs = 60000 // the whole test: no clock in the assertion
+    const answers = []
+    for (let k = 0; k < 30; k++) answers.push(await call(`${fe.urls.url}/r?key=${HOT[k % HOT.length]}`))
+    expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200))
+    expect(servedBy(answers).a).toBe(30)
+    // Drawn at random, d would be tried first about 15 times; it refused once, then was avoided.
+    expect(fe.replicas.stats.suspected).toBe(1)
+    expect(fe.replicas.stats.avoided).toBeGreaterThan(5)
+    const m = (await call(`${fe.urls.url}/metrics`)).body
+    expect(m).toMatch(/chopper_frontend_retries_total\{reason="unreachable"\} 1\n/)
+    await countersDrain(fe)
+  })
+
   test('lcstar: at most one long request per replica; a third waits for a long one to end; short ones are not held', async () => {
     const { fe, stats } = await setup({
       hot: ['a', 'b'],
