@@ -30,6 +30,14 @@ const SAME_GENERATION_ATTEMPTS = 3
  * here (see the README). Reads are strongly consistent so a miss right after
  * a slice moves sees the last acknowledged write (paper 6.1).
  */
+/** The built-in credentials for a loopback DynamoDB (dynalite, DynamoDB Local): a fallback only. */
+const LOCAL_CREDENTIALS = Object.freeze({ accessKeyId: 'chopperlocal', secretAccessKey: 'chopperlocal' })
+
+/** Whether the environment names AWS credentials the SDK's chain would use. */
+function userSetCredentials (env) {
+  return Boolean(env.AWS_ACCESS_KEY_ID || env.AWS_PROFILE || env.AWS_WEB_IDENTITY_TOKEN_FILE || env.AWS_CONTAINER_CREDENTIALS_FULL_URI || env.AWS_CONTAINER_CREDENTIALS_RELATIVE_URI)
+}
+
 class DynamoStore {
   /**
    * @param {object} options
@@ -38,8 +46,10 @@ class DynamoStore {
    * @param {string} options.region
    * @param {number} options.timeoutMs per HTTP attempt
    * @param {HybridClock} [options.clock] this store's version clock; a fresh one by default
+   * @param {object} [options.credentials] AWS SDK credentials (or provider); default: the SDK's chain
+   * @param {Record<string, string|undefined>} [options.env] where to look for credentials the user set (process.env)
    */
-  constructor ({ table, endpoint, region, timeoutMs, clock = new HybridClock(), logger = silent }) {
+  constructor ({ table, endpoint, region, timeoutMs, clock = new HybridClock(), credentials, env = process.env, logger = silent }) {
     this.table = table
     this.endpoint = endpoint
     this.clock = clock
@@ -50,11 +60,15 @@ class DynamoStore {
       // DynamoDB would hang the request: we want a 503 instead.
       requestHandler: { connectionTimeout: Math.min(timeoutMs, 1000), requestTimeout: timeoutMs, throwOnRequestTimeout: true }
     }
+    if (credentials) config.credentials = credentials
     if (endpoint) {
       config.endpoint = endpoint
       // dynalite and DynamoDB Local accept any signature; a developer machine
       // usually has no AWS credentials, and the chain would fail every request.
-      if (LOOPBACK.has(new URL(endpoint).hostname)) config.credentials = { accessKeyId: 'chopper-local', secretAccessKey: 'chopper-local' }
+      // Only a fallback: credentials the user set (options, environment,
+      // profile) are used as they are. Alphanumeric, since DynamoDB Local
+      // rejects other access key ids ("The Access Key ID or security token is invalid").
+      if (!credentials && !userSetCredentials(env) && LOOPBACK.has(new URL(endpoint).hostname)) config.credentials = { ...LOCAL_CREDENTIALS } // a copy: the SDK marks the object it is given
     }
     this.client = new DynamoDBClient(config)
   }
@@ -199,4 +213,4 @@ class DynamoStore {
   }
 }
 
-module.exports = { DynamoStore }
+module.exports = { DynamoStore, LOCAL_CREDENTIALS }

@@ -143,3 +143,39 @@ describe('DynamoStore versions and fencing', () => {
     expect(await h.dynamoClient(dynamo.endpoint).item(TABLE, 'badgen')).toBeNull()
   })
 })
+
+describe('DynamoStore credentials', () => {
+  const { LOCAL_CREDENTIALS } = require('../../apps/kv-cache/dynamo-store')
+  const resolve = async (store) => {
+    const c = store.client.config.credentials
+    return typeof c === 'function' ? c() : c
+  }
+  const base = { table: 't', region: 'us-west-2', timeoutMs: 1000 }
+
+  test('a loopback endpoint without credentials of the user gets alphanumeric local ones (DynamoDB Local refuses others)', async () => {
+    const s = new DynamoStore({ ...base, endpoint: 'http://127.0.0.1:8000', env: {} })
+    const c = await resolve(s)
+    expect(c.accessKeyId).toBe(LOCAL_CREDENTIALS.accessKeyId)
+    expect(c.accessKeyId).toMatch(/^[A-Za-z0-9]+$/)
+    s.client.destroy()
+  })
+
+  test('credentials the user set are honoured: in the environment, or passed', async () => {
+    const env = { AWS_ACCESS_KEY_ID: 'AKIDUSER', AWS_SECRET_ACCESS_KEY: 'secretuser' }
+    const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY }
+    Object.assign(process.env, env) // the SDK's chain reads process.env
+    try {
+      const s = new DynamoStore({ ...base, endpoint: 'http://127.0.0.1:8000', env })
+      expect((await resolve(s)).accessKeyId).toBe('AKIDUSER')
+      s.client.destroy()
+    } finally {
+      for (const [k, v] of [['AWS_ACCESS_KEY_ID', saved.id], ['AWS_SECRET_ACCESS_KEY', saved.secret]]) {
+        if (v === undefined) delete process.env[k]
+        else process.env[k] = v
+      }
+    }
+    const passed = new DynamoStore({ ...base, endpoint: 'http://127.0.0.1:8000', env: {}, credentials: { accessKeyId: 'AKIDPASSED', secretAccessKey: 'x' } })
+    expect((await resolve(passed)).accessKeyId).toBe('AKIDPASSED')
+    passed.client.destroy()
+  })
+})
