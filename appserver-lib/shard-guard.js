@@ -252,7 +252,7 @@ class ShardGuard {
       if (costMs > 0) token.costs[slice] += costMs
     }
     token.inflight--
-    if (write && --token.writes === 0 && token !== this.current && !this.drainAll) this.#wake(this.drainWaiters)
+    if (write) this.settle(token)
     if (token.inflight > 0 || token === this.current) return
     const at = this.older.indexOf(token)
     if (at === -1) return

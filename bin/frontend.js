@@ -16,20 +16,7 @@ if (error) {
 }
 if (values.workers !== undefined) process.env.CHOPPER_FRONTEND_WORKERS = String(values.workers)
 
-// Optional replica-choice job sizes (docs/replication.md): read here, not in
-// core/settings.js, whose every variable has a value on AWS (terraform).
-const OPTIONAL = {
-  CHOPPER_REPLICA_SIZE_PARAM: { key: 'replicaSizeParam', parse: (v) => v },
-  CHOPPER_REPLICA_SIZE_POWER: { key: 'replicaSizePower', parse: Number },
-  CHOPPER_LCSTAR_THRESHOLD: { key: 'lcstarThreshold', parse: Number }
-}
-const optional = {}
-for (const [name, { key, parse }] of Object.entries(OPTIONAL)) {
-  if (process.env[name]) optional[key] = parse(process.env[name])
-}
-
-runEntryPoint('frontend', async ({ workers, logLevel, ...env }, logger) => {
-  const settings = { ...env, ...optional } // createFrontend validates every value and names the option
+runEntryPoint('frontend', async ({ workers, logLevel, ...settings }, logger) => {
   const n = workers === 'cores' ? os.availableParallelism() : workers
   if (n <= 1) {
     const fe = createFrontend({ ...settings, defaultMetrics: true, logger })

@@ -195,16 +195,22 @@ function imbalance (perServerLoad) {
   return Math.max(...values) / (total / values.length)
 }
 
+const countOf = (r) => r.count
+
 /**
  * Spread load reports `{start, end, count}` (which may describe slices of an
  * older generation) over the assignment's slices, in proportion to overlap.
+ * @param {object} a
+ * @param {object[]} reports
+ * @param {(r) => number} [valueOf] what a report carries (default: its count)
  * @returns {Float64Array} load per slice of `a`
  */
-function spreadLoads (a, reports) {
+function spreadLoads (a, reports, valueOf = countOf) {
   const loads = new Float64Array(a.slices.length)
   const starts = a.slices.map((s) => s.start)
   for (const r of reports) {
-    if (!(r.count > 0) || !(r.end > r.start)) continue
+    const value = valueOf(r)
+    if (!(value > 0) || !(r.end > r.start)) continue
     // first slice that may overlap r
     let lo = 0
     let hi = starts.length - 1
@@ -216,7 +222,7 @@ function spreadLoads (a, reports) {
     const len = r.end - r.start
     for (let i = lo; i < a.slices.length && a.slices[i].start < r.end; i++) {
       const o = overlap(a.slices[i], r)
-      if (o > 0) loads[i] += (r.count * o) / len
+      if (o > 0) loads[i] += (value * o) / len
     }
   }
   return loads

@@ -35,8 +35,8 @@ function validateLoadMetric (metric, name = 'loadMetric') {
 function spreadMetric (a, entries, metric) {
   const counts = spreadLoads(a, entries)
   if (metric === 'requests') return counts
-  const cost = spreadLoads(a, entries.map((e) => ({ start: e.start, end: e.end, count: e.cost })))
-  const done = spreadLoads(a, entries.map((e) => ({ start: e.start, end: e.end, count: e.done === undefined ? e.count : e.done })))
+  const cost = spreadLoads(a, entries, (e) => e.cost)
+  const done = spreadLoads(a, entries, (e) => (e.done === undefined ? e.count : e.done))
   let costSum = 0
   let doneSum = 0
   for (let i = 0; i < cost.length; i++) {

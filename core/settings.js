@@ -19,6 +19,10 @@ const DEFAULT_PORTS = Object.freeze({
 
 const int = (v) => (/^\d+$/.test(v) ? Number(v) : NaN)
 const str = (v) => v
+const positive = (v, name) => {
+  if (/^\d+(\.\d+)?$/.test(v) && Number(v) > 0) return Number(v)
+  throw new InvalidArgumentError(`environment variable ${name} must be a number > 0, got ${JSON.stringify(v)}`)
+}
 
 const ENV = Object.freeze({
   controller: {
@@ -42,6 +46,10 @@ const ENV = Object.freeze({
     CHOPPER_FRONTEND_WORKERS: { key: 'workers', default: 'cores', parse: (v) => (v === 'cores' ? v : int(v)) },
     CHOPPER_ADVERTISE_HOST: { key: 'advertiseHost', default: '127.0.0.1', parse: str },
     CHOPPER_REPLICA_CHOICE: { key: 'replicaChoice', default: 'p2c', parse: str }, // validated by createFrontend
+    // optional: unset means none (every request has size 1; no LC* threshold), so AWS need not set them
+    CHOPPER_REPLICA_SIZE_PARAM: { key: 'replicaSizeParam', default: undefined, parse: str, optional: true },
+    CHOPPER_REPLICA_SIZE_POWER: { key: 'replicaSizePower', default: undefined, parse: positive, optional: true },
+    CHOPPER_LCSTAR_THRESHOLD: { key: 'lcstarThreshold', default: undefined, parse: positive, optional: true },
     LOG_LEVEL: { key: 'logLevel', default: 'info', parse: str }
   },
   appserver: {
@@ -80,7 +88,7 @@ function readEnv (component, env = process.env) {
       if (dflt !== undefined) out[key] = dflt
       continue
     }
-    const v = parse(raw)
+    const v = parse(raw, name)
     if (Number.isNaN(v)) throw new InvalidArgumentError(`environment variable ${name} must be a non-negative integer, got ${JSON.stringify(raw)}`)
     out[key] = v
   }

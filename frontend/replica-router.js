@@ -167,13 +167,9 @@ class ReplicaRouter {
       this.suspectUntil.clear()
       return pos
     }
-    const bad = (p) => (this.suspectUntil.get(this.ids[c[p]]) || 0) > now
-    if (!bad(pos)) return pos
-    let best = -1
-    for (let p = 0; p < c.length; p++) {
-      if (bad(p) || (avoid !== undefined && avoid.includes(this.ids[c[p]]))) continue
-      if (best === -1 || this.load.inflight[c[p]] < this.load.inflight[c[best]]) best = p
-    }
+    const bad = (id) => (this.suspectUntil.get(id) || 0) > now
+    if (!bad(this.ids[c[pos]])) return pos
+    const best = this.#leastConnected(c, (id) => bad(id) || (avoid !== undefined && avoid.includes(id)))
     if (best === -1) return pos
     this.stats.avoided++
     return best
@@ -181,9 +177,14 @@ class ReplicaRouter {
 
   /** The least connected candidate not in `avoid`, or -1. */
   #other (c, avoid) {
+    return this.#leastConnected(c, (id) => avoid.includes(id))
+  }
+
+  /** The position of the least connected candidate whose server id `skip` does not reject (ties: first listed), or -1. */
+  #leastConnected (c, skip) {
     let best = -1
     for (let p = 0; p < c.length; p++) {
-      if (avoid.includes(this.ids[c[p]])) continue
+      if (skip(this.ids[c[p]])) continue
       if (best === -1 || this.load.inflight[c[p]] < this.load.inflight[c[best]]) best = p
     }
     return best

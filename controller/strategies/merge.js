@@ -78,11 +78,11 @@ function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE, 
   const ops = []
   let i = 0
   while (i < n) {
-    if (rep[i] >= 0 && i + 1 < n && rep[i + 1] >= 0 && !setFrozen[rep[i]] && sameSet(sets[rep[i]], sets[rep[i + 1]]) && load[i] + load[i + 1] < threshold) {
+    if (rep[i] >= 0 && i + 1 < n && rep[i + 1] >= 0 && !setFrozen[rep[i]] && sameServers(sets[rep[i]], sets[rep[i + 1]]) && load[i] + load[i + 1] < threshold) {
       // a run of slices on the very same servers: merged at no churn, keeping the set
       let j = i + 1
       let runLoad = load[i]
-      while (j < n && rep[j] >= 0 && sameSet(sets[rep[i]], sets[rep[j]]) && runLoad + load[j] < threshold && sliceCount - (j - i) >= minSlices) runLoad += load[j++]
+      while (j < n && rep[j] >= 0 && sameServers(sets[rep[i]], sets[rep[j]]) && runLoad + load[j] < threshold && sliceCount - (j - i) >= minSlices) runLoad += load[j++]
       out.copyFrom(c, i, k)
       out.end[k] = end[j - 1]
       out.load[k++] = runLoad
@@ -168,7 +168,7 @@ function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE, 
 }
 
 /** Same servers in the same order (the primary stays the primary). */
-function sameSet (a, b) {
+function sameServers (a, b) {
   if (a === b) return true
   if (a.length !== b.length) return false
   for (let x = 0; x < a.length; x++) if (a[x] !== b[x]) return false

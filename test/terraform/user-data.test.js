@@ -20,8 +20,9 @@ const {
 const ENV_NAME = /\b(CHOPPER_[A-Z0-9_]+|REDIS_URL|AWS_REGION|LOG_LEVEL)\b/g
 // Settings the code defaults to loopback or leaves unset: on AWS they must be
 // set (an unset CHOPPER_DDB_ENDPOINT means an in-process dynalite).
+// (Settings marked optional mean "none" when unset.)
 const mustSet = (spec) => Object.entries(ENV[spec])
-  .filter(([, s]) => s.default === undefined || String(s.default).includes('127.0.0.1'))
+  .filter(([, s]) => !s.optional && (s.default === undefined || String(s.default).includes('127.0.0.1')))
   .map(([name]) => name)
 // A deliberate difference from the code's default: the paper's AWS runs used kv-cache.
 const DEFAULT_EXCEPTIONS = new Set(['CHOPPER_APP'])
