@@ -76,7 +76,12 @@ class ShardGuard {
     this.older = []
     this.drainWaiters = []
     this.mapWaiters = []
-    this.stats = { admitted: 0, misdirected: 0, staleRouted: 0, held: 0, leaseRefused: 0, assignmentsAccepted: 0, assignmentsRejected: 0 }
+    this.stats = { admitted: 0, misdirected: 0, staleRouted: 0, held: 0, leaseRefused: 0, assignmentsAccepted: 0, assignmentsRejected: 0, staleLeases: 0 }
+  }
+
+  /** The epoch of the controller that issued the current map (0: none, or a controller without leader election). */
+  get epoch () {
+    return (this.map && this.map.assignment.epoch) || 0
   }
 
   /** Current generation, 0 before the first assignment. */
@@ -111,9 +116,15 @@ class ShardGuard {
    * The grant counts only when this server holds `minGeneration` or newer.
    * @returns {boolean} whether the lease was extended
    */
-  applyLease ({ leaseMs, minGeneration = 0 }, sentAt) {
+  applyLease ({ leaseMs, minGeneration = 0, epoch = 0 }, sentAt) {
     if (!Number.isFinite(leaseMs) || leaseMs <= 0 || !Number.isFinite(sentAt)) return false
     if (this.generation < minGeneration) return false
+    // A deposed controller (docs/controller-ha.md) grants under a lower epoch
+    // than the map we hold: its lease means nothing.
+    if (!Number.isSafeInteger(epoch) || epoch < this.epoch) {
+      this.stats.staleLeases++
+      return false
+    }
     this.leasesEnforced = true
     this.leaseExpiresAt = Math.max(this.leaseExpiresAt, sentAt + leaseMs)
     return true

@@ -1,6 +1,7 @@
 'use strict'
 
 const http = require('node:http')
+const os = require('node:os')
 const express = require('express')
 const { Registry, Counter, Gauge } = require('prom-client')
 const { Pusher } = require('./pusher')
@@ -8,13 +9,14 @@ const { LoadCollector } = require('./load-collector')
 const { LeaseTable } = require('./leases')
 const { HandoffTracker } = require('./handoff-tracker')
 const { planHandoff } = require('./handoff-plan')
+const { LeaderElection } = require('./leader-election')
 const { getStrategy } = require('./strategies')
-const { sameLayout, serverLoads, imbalance, keyChurn, withoutMoving, ownedRanges } = require('../core/assignment')
+const { sameLayout, serverLoads, imbalance, keyChurn, withoutMoving, ownedRanges, checkPlausible } = require('../core/assignment')
 const { validateLoadMetric, spreadMetric, totals } = require('../core/load-metric')
 const { overlap } = require('../core/ranges')
 const { KEYSPACE_SIZE, sliceKey } = require('../core/keyspace')
 const { jsonErrorHandler, listen, close } = require('../core/http')
-const { InvalidArgumentError, NoAssignmentError, UnknownServerError, LastServerError } = require('../core/errors')
+const { InvalidArgumentError, NoAssignmentError, UnknownServerError, LastServerError, NotLeaderError, DeposedError } = require('../core/errors')
 const { silent } = require('../core/logger')
 const { pollUntil } = require('../core/poll')
 const { keyspaceColumn, replicaCounts } = require('./dashboard/keyspace-view')
@@ -56,6 +58,15 @@ const defaults = Object.freeze({
   eventClients: 32, // concurrent /v1/events streams; more get a JSON 503
   eventHeartbeatMs: 15000, // comment line on an idle stream
   eventCoalesceMs: 250, // membership and push changes are sent at most this often
+  // High availability (docs/controller-ha.md). With a state store the
+  // assignment, generation and membership persist in it (every assignment is
+  // saved before it is pushed), and the controllers sharing it elect one
+  // leader. Without one this controller leads alone and its state lives in memory.
+  store: undefined, // a DynamoStateStore (controller/state-store.js)
+  controllerId: undefined, // this controller's name in the leader lease; undefined = hostname-pid
+  electionLeaseMs: 2000, // the leader lease; a standby takes over this long (plus the margin) after the leader's last renewal
+  electionCheckMs: 200, // how often a standby reads the lease
+  electionMarginMs: 200, // added to a standby's wait, for clock-rate drift between controllers
   logger: silent
 })
 
@@ -82,6 +93,16 @@ function createController (options = {}) {
   for (const k of ['eventClients', 'eventHeartbeatMs', 'eventCoalesceMs']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
+  for (const k of ['electionLeaseMs', 'electionCheckMs']) {
+    if (!Number.isInteger(opts[k]) || opts[k] < 10) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 10`)
+  }
+  if (!Number.isInteger(opts.electionMarginMs) || opts.electionMarginMs < 0) throw new InvalidArgumentError('invalid electionMarginMs: expected an integer >= 0')
+  if (opts.store !== undefined && (opts.store === null || typeof opts.store.saveState !== 'function' || typeof opts.store.readLease !== 'function')) {
+    throw new InvalidArgumentError('invalid store: expected a state store (controller/state-store.js)')
+  }
+  const controllerId = opts.controllerId === undefined ? `${os.hostname()}-${process.pid}` : opts.controllerId
+  if (typeof controllerId !== 'string' || !ID.test(controllerId)) throw new InvalidArgumentError('invalid controllerId: expected 1-128 characters of [A-Za-z0-9._-]')
+  const store = opts.store
   const startupFenceMs = opts.startupFenceMs === undefined ? opts.leaseMs + opts.leaseMarginMs : opts.startupFenceMs
   if (!Number.isInteger(startupFenceMs) || startupFenceMs < 0) throw new InvalidArgumentError('invalid startupFenceMs: expected an integer >= 0')
   const generationBase = opts.generationBase === undefined ? Date.now() : opts.generationBase
@@ -101,7 +122,8 @@ function createController (options = {}) {
   // nothing (a server the controller cannot reach but that can reach the
   // controller must still be evicted). Cleared by a successful collection.
   const failureCounts = new Map()
-  const pusher = new Pusher({ timeoutMs: opts.requestTimeoutMs, logger: log, onAck: onPushAck })
+  const newPusher = () => new Pusher({ timeoutMs: opts.requestTimeoutMs, logger: log, onAck: onPushAck })
+  let pusher = newPusher()
   const collector = new LoadCollector({ timeoutMs: Math.min(opts.requestTimeoutMs, Math.max(50, Math.floor(opts.periodMs / 2))) })
   const leases = new LeaseTable({ leaseMs: opts.leaseMs, marginMs: opts.leaseMarginMs })
   const handoff = new HandoffTracker()
@@ -131,11 +153,23 @@ function createController (options = {}) {
   let timer = null
   let running = null
   let lastLoads = null
+  // What members may hold: the newest assignment saved to the store (when
+  // there is one) and handed to the pusher. Registration and lease answers
+  // carry it, never an assignment not saved yet, so a successor controller
+  // resumes from a layout at least as new as any member's.
+  let published = null
+  let epoch = 0 // the leader lease's epoch; 0 without a store
+  let active = !store // leading: running rounds and answering members
+  let election = null
+  const persistence = { saving: false, dirty: false, saves: 0, failures: 0, lastError: null, lastBytes: 0, lastParts: 0 }
 
   const registry = new Registry()
   const registers = [registry]
   const m = {
     rounds: new Counter({ name: 'chopper_controller_rounds_total', help: 'Balancing rounds run', registers }),
+    saveFailures: new Counter({ name: 'chopper_controller_state_save_failures_total', help: 'Failed saves of the controller state (pushes wait for the save)', registers }),
+    elections: new Counter({ name: 'chopper_controller_elections_total', help: 'Times this controller became the leader', registers }),
+    depositions: new Counter({ name: 'chopper_controller_depositions_total', help: 'Times this controller stopped leading (lease lost or state claimed by a newer epoch)', registers }),
     churn: new Counter({ name: 'chopper_controller_key_churn_total', help: 'Key-range length moved between servers', registers }),
     collectFailures: new Counter({ name: 'chopper_controller_load_collection_failures_total', help: 'Failed load collections', labelNames: ['server'], registers }),
     evictions: new Counter({ name: 'chopper_controller_evictions_total', help: 'Servers dropped after failing load collection', registers }),
@@ -146,6 +180,8 @@ function createController (options = {}) {
   new Gauge({ name: 'chopper_controller_generation', help: 'Current assignment generation', registers, collect () { this.set(assignment ? assignment.generation : 0) } }) // eslint-disable-line no-new
   new Gauge({ name: 'chopper_controller_push_failures', help: 'Failed assignment pushes (retried)', registers, collect () { this.set(pusher.stats.failures) } }) // eslint-disable-line no-new
   new Gauge({ name: 'chopper_controller_servers', help: 'Registered app servers', registers, collect () { this.set(servers.size) } }) // eslint-disable-line no-new
+  new Gauge({ name: 'chopper_controller_leader', help: '1 while this controller leads', registers, collect () { this.set(active ? 1 : 0) } }) // eslint-disable-line no-new
+  new Gauge({ name: 'chopper_controller_epoch', help: 'Epoch of the leader lease this controller holds (0: none)', registers, collect () { this.set(active ? epoch : 0) } }) // eslint-disable-line no-new
 
   function serverMap () {
     const out = {}
@@ -164,9 +200,78 @@ function createController (options = {}) {
 
   function issue (a, reason, phase) {
     assignment = a
-    pusher.publish(assignment)
     log.info({ generation: a.generation, reason, phase, slices: a.slices.length }, 'new assignment')
+    persist()
     changed()
+  }
+
+  /** Hand `a` (the newest saved assignment, or null) to the pusher. */
+  function publish (a) {
+    if (!a) {
+      published = null
+      return
+    }
+    if (published && published.generation >= a.generation) return
+    published = store ? { ...a, epoch } : a
+    pusher.publish(published)
+  }
+
+  /** What a successor needs to resume exactly where this controller is. */
+  function snapshot () {
+    return {
+      assignment,
+      target,
+      pristine,
+      generationFloor,
+      servers: [...servers].map(([id, s]) => ({ id, url: s.url, controlUrl: s.controlUrl, draining: s.draining })),
+      frontends: [...frontends].map(([id, f]) => ({ id, controlUrl: f.controlUrl }))
+    }
+  }
+
+  /**
+   * Save the state, then publish its assignment. Without a store, publish at
+   * once. Saves are serialized and coalesced (each writes the newest state);
+   * a failed save is retried and pushes wait for it: members keep the last
+   * saved map meanwhile. A refused save means a newer leader: step down.
+   */
+  function persist () {
+    if (!store) return publish(assignment)
+    if (!active) return
+    persistence.dirty = true
+    if (persistence.saving) return
+    persistence.saving = true
+    ;(async () => {
+      let backoff = 50
+      while (persistence.dirty) {
+        if (!active) break // stepped down meanwhile
+        persistence.dirty = false
+        const snap = snapshot()
+        const mine = epoch
+        try {
+          const out = await store.saveState({ epoch: mine, generation: Math.max(snap.assignment ? snap.assignment.generation : 0, snap.generationFloor), state: snap })
+          persistence.saves++
+          persistence.lastBytes = out.bytes
+          persistence.lastParts = out.parts
+          persistence.lastError = null
+          backoff = 50
+        } catch (err) {
+          persistence.failures++
+          persistence.lastError = err.message
+          m.saveFailures.inc()
+          if (err instanceof DeposedError) {
+            if (election) await election.deposed(err.message)
+            break
+          }
+          log.error({ err: { code: err.code, message: err.message }, retryMs: backoff }, 'could not save the controller state; pushes wait until it is saved')
+          persistence.dirty = true
+          await new Promise((resolve) => setTimeout(resolve, backoff))
+          backoff = Math.min(backoff * 2, 2000)
+          continue
+        }
+        if (active && epoch === mine) publish(snap.assignment)
+      }
+      persistence.saving = false
+    })()
   }
 
   /** Tell dashboard clients that membership, the assignment or push state changed (coalesced). */
@@ -188,6 +293,7 @@ function createController (options = {}) {
       assignment = null
       target = null
       handoff.clear()
+      persist()
       changed()
       return true
     }
@@ -233,10 +339,10 @@ function createController (options = {}) {
 
   /** Record a lease grant; it is returned to the member only while an assignment exists. */
   function grantLease (id) {
-    const lease = leases.grant(id, assignment ? assignment.generation : 0)
-    if (!assignment) return undefined
+    const lease = leases.grant(id, published ? published.generation : 0)
+    if (!published) return undefined
     leaseHorizon = Math.max(leaseHorizon, leases.expiresAt(id))
-    return lease
+    return store ? { ...lease, epoch } : lease
   }
 
   /** Every loser is done: grant the target layout. */
@@ -270,6 +376,7 @@ function createController (options = {}) {
 
   /** Periodic: drop members whose lease lapsed; settle revokes whose losers' leases lapsed. */
   function checkLeases () {
+    if (!active) return
     const now = leases.now()
     const lapsed = handoff.expire(now)
     if (lapsed.length) {
@@ -292,11 +399,14 @@ function createController (options = {}) {
    */
   function noteGeneration (generation) {
     if (!Number.isSafeInteger(generation)) return
+    // A member claiming a generation from the far future would make us number
+    // above it, and every member would then refuse our pushes as implausible.
+    checkPlausible(generation, Math.max(generationFloor, assignment ? assignment.generation : 0), 'generation')
     if (generation <= generationFloor) return
     generationFloor = generation
     if (assignment && assignment.generation < generationFloor) {
       assignment = { ...assignment, generation: generationFloor + 1 }
-      pusher.publish(assignment)
+      persist()
       changed()
       log.info({ generation: assignment.generation }, 'members hold newer generations (controller restart?): re-issued the assignment above them')
     }
@@ -316,6 +426,7 @@ function createController (options = {}) {
     })
     pusher.addTarget(`server:${id}`, controlUrl)
     changed()
+    if (!same || known.controlUrl !== controlUrl) persist() // membership is part of the saved state
     if (same) return
     const current = layout()
     const active = Object.keys(serverMap()).length
@@ -354,6 +465,7 @@ function createController (options = {}) {
     collector.forget(id)
     lastEntries.delete(id)
     leases.delete(id)
+    persist()
     changed()
     return true
   }
@@ -377,7 +489,7 @@ function createController (options = {}) {
     running = (async () => {
       const t0 = process.hrtime.bigint()
       round++
-      if (!assignment) return null
+      if (!active || !assignment) return null
       const { reports, failed, costless } = await collector.collect(servers)
       for (const id of costless) {
         if (loadMetric !== 'cost' || costlessWarned.has(id)) continue
@@ -498,7 +610,7 @@ function createController (options = {}) {
       } catch (err) {
         log.error({ err }, 'balancing round failed')
       }
-      if (timer) schedule()
+      if (timer && active) schedule()
     }, opts.periodMs)
   }
 
@@ -508,6 +620,14 @@ function createController (options = {}) {
   app.use(express.json({ limit: '1mb' }))
 
   const bad = (msg) => { throw new InvalidArgumentError(msg) }
+  // Only the leader answers members and operators' changes; a standby names
+  // the leader it last saw (X-Chopper-Leader), and members move to it.
+  app.use(['/v1/servers', '/v1/frontends', '/v1/move', '/v1/assignment'], (req, res, next) => {
+    if (active) return next()
+    const leader = election && election.leader && election.leader.url !== url ? election.leader.url : null
+    if (leader) res.set('X-Chopper-Leader', leader)
+    next(new NotLeaderError(`controller ${controllerId} is a standby${leader ? `; the leader is ${leader}` : ''}`))
+  })
   app.post('/v1/servers', (req, res) => {
     const { id, url, controlUrl, generation = 0 } = req.body || {}
     if (typeof id !== 'string' || !ID.test(id)) bad('invalid id: expected 1-128 characters of [A-Za-z0-9._-]')
@@ -519,7 +639,7 @@ function createController (options = {}) {
     addServer(id, url, controlUrl, generation)
     // The registration answer carries a lease: the member holds the current
     // map once it installs this answer's assignment.
-    res.status(201).json({ assignment, lease: grantLease(id) })
+    res.status(201).json({ assignment: published, lease: grantLease(id) })
   })
   app.post('/v1/servers/:id/lease', (req, res) => {
     const id = req.params.id
@@ -533,8 +653,8 @@ function createController (options = {}) {
     noteDrained(id, Math.min(drainedGeneration, generation, assignment ? assignment.generation : 0))
     // Renewed only for a member that holds the current map: the answer carries
     // it when the member is behind, and the member installs it first.
-    const current = assignment ? assignment.generation : 0
-    res.json({ lease: grantLease(id), assignment: assignment && generation < current ? assignment : undefined })
+    const current = published ? published.generation : 0
+    res.json({ lease: grantLease(id), assignment: published && generation < current ? published : undefined })
   })
   app.post('/v1/servers/:id/drain', (req, res) => {
     const id = req.params.id
@@ -548,6 +668,7 @@ function createController (options = {}) {
       s.draining = true
       log.info({ server: id }, 'draining: moving its slices to other servers')
       reassignAway(id, 'drain')
+      persist()
       changed()
     }
     res.json({ draining: id, generation: assignment ? assignment.generation : 0 })
@@ -573,20 +694,23 @@ function createController (options = {}) {
     if (typeof controlUrl !== 'string' || !URL_RE.test(controlUrl)) bad('invalid controlUrl: expected http(s)://host:port')
     if (!Number.isSafeInteger(generation) || generation < 0) bad('invalid generation: expected a non-negative integer')
     noteGeneration(generation)
+    const known = frontends.get(id)
     frontends.set(id, { controlUrl })
     pusher.addTarget(`frontend:${id}`, controlUrl)
+    if (!known || known.controlUrl !== controlUrl) persist()
     changed()
-    res.status(201).json({ assignment })
+    res.status(201).json({ assignment: published })
   })
   app.delete('/v1/frontends/:id', (req, res) => {
     if (!frontends.delete(req.params.id)) throw new UnknownServerError(`unknown front end ${req.params.id}`)
     pusher.removeTarget(`frontend:${req.params.id}`)
+    persist()
     changed()
     res.json({ removed: req.params.id })
   })
   app.get('/v1/assignment', (req, res) => {
-    if (!assignment) throw new NoAssignmentError('no assignment: no app server has registered')
-    res.json(assignment)
+    if (!published) throw new NoAssignmentError('no assignment: no app server has registered')
+    res.json(published)
   })
   app.get('/v1/status', (req, res) => res.json(status()))
   app.get('/healthz', (req, res) => res.json({ ok: true, generation: assignment ? assignment.generation : 0 }))
@@ -633,6 +757,11 @@ function createController (options = {}) {
       return l ? { acked: l.acked, lagging: true, failures: l.failures } : { acked: pusher.latest ? pusher.latest.generation : 0, lagging: false, failures: 0 }
     }
     return {
+      controllerId,
+      role: active ? 'leader' : 'standby',
+      epoch: active ? epoch : 0,
+      leader: election ? election.leader : null,
+      store: store ? { name: store.describe(), saves: persistence.saves, failures: persistence.failures, lastError: persistence.lastError, lastBytes: persistence.lastBytes, lastParts: persistence.lastParts } : null,
       strategy: strategy.name,
       strategyOptions: { ...effectiveStrategyOptions },
       loadMetric,
@@ -678,6 +807,107 @@ function createController (options = {}) {
     }
   }
 
+  /**
+   * Elected (docs/controller-ha.md): claim the saved state for our epoch
+   * (from then on the previous leader cannot save, hence cannot push), resume
+   * it exactly, and re-issue the same layout under a new generation and the
+   * new epoch. No slice changes hands; members that install it refuse the
+   * old leader's pushes and lease grants from then on.
+   */
+  async function takeOver (lease) {
+    epoch = lease.epoch
+    await store.claimState(epoch)
+    const saved = await store.loadState()
+    restore(saved ? saved.state : null)
+    active = true
+    m.elections.inc()
+    log.info({ epoch, resumed: Boolean(assignment), servers: servers.size, frontends: frontends.size, generation: assignment ? assignment.generation : 0 }, 'leading: state resumed')
+    schedule()
+    if (assignment) {
+      issue({ ...assignment, generation: nextGeneration() }, 'takeover', target ? 'revoke' : 'direct')
+      // A handoff was in progress: which servers it waited for is not saved;
+      // wait for every one of them (each acknowledges at once, or its lease lapses).
+      if (target) {
+        for (const id of servers.keys()) handoff.add(id, assignment.generation, leases.expiresAt(id))
+      }
+    } else {
+      persist()
+    }
+    changed()
+  }
+
+  /** Forget this process's view and take the saved one (null: a cluster without state yet). */
+  function restore (saved) {
+    for (const id of servers.keys()) {
+      leases.delete(id)
+      collector.forget(id)
+    }
+    servers.clear()
+    frontends.clear()
+    failureCounts.clear()
+    lastEntries.clear()
+    handoff.clear()
+    pusher.close()
+    pusher = newPusher()
+    assignment = null
+    target = null
+    published = null
+    lastLoads = null
+    pristine = true
+    if (!saved) {
+      leaseHorizon = Math.max(leaseHorizon, leases.now() + startupFenceMs)
+      return
+    }
+    for (const s of saved.servers) {
+      servers.set(s.id, { url: s.url, controlUrl: s.controlUrl, failures: 0, draining: Boolean(s.draining), loadUnknown: false, generation: 0, drainedGeneration: 0 })
+      // Each gets a lease from now: a member that died meanwhile is dropped
+      // once it lapses, like any silent member.
+      leases.grant(s.id, 0)
+      pusher.addTarget(`server:${s.id}`, s.controlUrl)
+    }
+    for (const f of saved.frontends) {
+      frontends.set(f.id, { controlUrl: f.controlUrl })
+      pusher.addTarget(`frontend:${f.id}`, f.controlUrl)
+    }
+    assignment = saved.assignment
+    target = saved.target
+    pristine = saved.pristine
+    generationFloor = Math.max(generationFloor, saved.generationFloor || 0)
+    // Members hold leases the previous leader granted on this layout: a
+    // first assignment after none waits for them like after a restart.
+    leaseHorizon = Math.max(leaseHorizon, leases.now() + opts.leaseMs + opts.leaseMarginMs)
+  }
+
+  /** No longer the leader: stop rounds and pushes, forget the layout (the successor owns it). */
+  function stepDown (reason) {
+    if (!active) return
+    active = false
+    m.depositions.inc()
+    clearTimeout(timer)
+    timer = null
+    clearTimeout(deferTimer)
+    deferTimer = null
+    pusher.close()
+    pusher = newPusher()
+    handoff.clear()
+    assignment = null
+    target = null
+    published = null
+    log.error({ reason, epoch }, 'stepped down: now a standby')
+    changed()
+  }
+
+  /** Stop every timer and the pusher (close and crash). */
+  function shutdown () {
+    active = false
+    clearTimeout(timer)
+    clearInterval(leaseTimer)
+    clearTimeout(deferTimer)
+    timer = null
+    pusher.close()
+    events.close() // open streams would keep server.close() waiting
+  }
+
   const server = http.createServer(app)
   let url = null
   let leaseTimer = null
@@ -686,24 +916,45 @@ function createController (options = {}) {
     async start () {
       const port = await listen(server, opts.port, opts.host)
       url = `http://${opts.advertiseHost}:${port}`
-      leaseHorizon = Math.max(leaseHorizon, leases.now() + startupFenceMs)
-      schedule()
       leaseTimer = setInterval(checkLeases, opts.leaseCheckMs)
-      log.info({ url, strategy: strategy.name, loadMetric, periodMs: opts.periodMs }, 'controller listening')
+      if (store) {
+        await store.ensureTable()
+        election = new LeaderElection({
+          store,
+          id: controllerId,
+          url,
+          leaseMs: opts.electionLeaseMs,
+          checkMs: opts.electionCheckMs,
+          marginMs: opts.electionMarginMs,
+          onElected: takeOver,
+          onDeposed: stepDown,
+          logger: log
+        })
+        election.start()
+      } else {
+        leaseHorizon = Math.max(leaseHorizon, leases.now() + startupFenceMs)
+        schedule()
+      }
+      log.info({ url, strategy: strategy.name, loadMetric, periodMs: opts.periodMs, controllerId, store: store ? store.describe() : 'memory' }, 'controller listening')
       return { url }
     },
     async close () {
-      clearTimeout(timer)
-      clearInterval(leaseTimer)
-      clearTimeout(deferTimer)
-      timer = null
+      if (election) await election.stop() // releases the lease: a standby takes over at once
+      shutdown()
       if (running) await running.catch(() => {})
-      pusher.close()
-      events.close() // open streams would keep server.close() waiting
+      await close(server)
+    },
+    /** Die as a killed process would: no lease released, no goodbye (tests, chaos). */
+    async crash () {
+      if (election) election.abandon()
+      shutdown()
+      server.closeAllConnections()
       await close(server)
     },
     runRound,
     status,
+    get leading () { return active },
+    get epoch () { return active ? epoch : 0 },
     moveSlice,
     settled,
     registry,

@@ -1,7 +1,7 @@
 'use strict'
 
 const { KEYSPACE_SIZE, evenRanges } = require('./keyspace')
-const { InvalidAssignmentError, StaleGenerationError } = require('./errors')
+const { InvalidAssignmentError, StaleGenerationError, StaleEpochError, ImplausibleValueError } = require('./errors')
 const { normalize, overlap } = require('./ranges')
 
 /**
@@ -18,6 +18,22 @@ const { normalize, overlap } = require('./ranges')
 const isUint = (v, max) => Number.isInteger(v) && v >= 0 && v <= max
 
 /**
+ * How far past both the current value and the wall clock (ms) a generation
+ * or epoch may be. Controllers number both from the wall clock and issue far
+ * fewer than one per millisecond, so a legitimate value is never ahead of the
+ * clock by more than the clock skew between machines; a value beyond this
+ * (a forged or corrupt push, 2^53 - 1) would make every later push look stale.
+ */
+const MAX_AHEAD_MS = 60 * 60 * 1000
+
+/** Throw ImplausibleValueError when `value` is further ahead than MAX_AHEAD_MS. */
+function checkPlausible (value, current, what, now = Date.now()) {
+  if (value > Math.max(current, now) + MAX_AHEAD_MS) {
+    throw new ImplausibleValueError(`implausible ${what} ${value}: more than ${MAX_AHEAD_MS} ms ahead of both the current one (${current}) and the clock`)
+  }
+}
+
+/**
  * Validate an assignment; throw InvalidAssignmentError naming the first fault.
  * With `previousGeneration`, a generation not above it throws StaleGenerationError.
  * @param {object} a
@@ -28,6 +44,7 @@ function validateAssignment (a, { previousGeneration } = {}) {
   const fail = (msg) => { throw new InvalidAssignmentError('invalid assignment: ' + msg) }
   if (a === null || typeof a !== 'object' || Array.isArray(a)) fail('expected an object')
   if (!isUint(a.generation, Number.MAX_SAFE_INTEGER)) fail('generation must be a non-negative integer')
+  if (a.epoch !== undefined && !isUint(a.epoch, Number.MAX_SAFE_INTEGER)) fail('epoch must be a non-negative integer when present')
   if (a.servers === null || typeof a.servers !== 'object' || Array.isArray(a.servers)) fail('servers must be an object of { id: { url } }')
   for (const [id, s] of Object.entries(a.servers)) {
     if (!id) fail('server ids must be non-empty')
@@ -76,9 +93,19 @@ function validateAssignment (a, { previousGeneration } = {}) {
  * valid newer assignment, and throws InvalidAssignmentError or
  * StaleGenerationError otherwise.
  */
-function acceptsUpdate (current, next) {
-  if (current && next && next.generation === current.generation && sameLayout(next, current)) return false
-  validateAssignment(next, { previousGeneration: current ? current.generation : undefined })
+function acceptsUpdate (current, next, { now = Date.now() } = {}) {
+  if (current && next && next.generation === current.generation && next.epoch === current.epoch && sameLayout(next, current)) return false
+  validateAssignment(next)
+  // The controller's epoch (docs/controller-ha.md): a deposed leader's pushes
+  // carry a lower one. A push without an epoch counts as epoch 0.
+  const currentEpoch = (current && current.epoch) || 0
+  const nextEpoch = next.epoch || 0
+  if (nextEpoch < currentEpoch) throw new StaleEpochError(`stale assignment: epoch ${nextEpoch} is below current ${currentEpoch} (a deposed controller?)`)
+  checkPlausible(nextEpoch, currentEpoch, 'epoch', now)
+  checkPlausible(next.generation, current ? current.generation : 0, 'generation', now)
+  if (current && next.generation <= current.generation) {
+    throw new StaleGenerationError(`stale assignment: generation ${next.generation} is not above current ${current.generation}`)
+  }
   return true
 }
 
@@ -231,6 +258,8 @@ function spreadLoads (a, reports, valueOf = countOf) {
 module.exports = {
   validateAssignment,
   acceptsUpdate,
+  checkPlausible,
+  MAX_AHEAD_MS,
   evenAssignment,
   cloneAssignment,
   sameLayout,

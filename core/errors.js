@@ -29,6 +29,10 @@ const TABLE = {
   WriteIndeterminateError: ['CHOPPER_ERR_WRITE_INDETERMINATE', 503],
   TooManyClientsError: ['CHOPPER_ERR_TOO_MANY_CLIENTS', 503],
   TimeoutError: ['CHOPPER_ERR_TIMEOUT', 504],
+  NotLeaderError: ['CHOPPER_ERR_NOT_LEADER', 503],
+  StaleEpochError: ['CHOPPER_ERR_STALE_EPOCH', 409],
+  ImplausibleValueError: ['CHOPPER_ERR_IMPLAUSIBLE', 400],
+  DeposedError: ['CHOPPER_ERR_DEPOSED', 503],
   InternalError: ['CHOPPER_ERR_INTERNAL', 500]
 }
 
