@@ -6,7 +6,7 @@ const { Registry, Gauge } = require('prom-client')
 const { ShardGuard } = require('./shard-guard')
 const { shardGuardMiddleware, defaultKeyFrom, COST_MODES } = require('./middleware')
 const { createControlApp } = require('./control-app')
-const { ControllerClient } = require('../core/controller-client')
+const { ControllerClient, parseControllerUrls } = require('../core/controller-client')
 const { jsonErrorHandler, listen, close } = require('../core/http')
 const { InvalidArgumentError, NotFoundError } = require('../core/errors')
 const { silent } = require('../core/logger')
@@ -60,7 +60,7 @@ function createAppServer (options) {
   if (typeof id !== 'string' || !/^[A-Za-z0-9._-]+$/.test(id)) throw new InvalidArgumentError('invalid id: expected a non-empty string of [A-Za-z0-9._-]')
   if (typeof app !== 'function') throw new InvalidArgumentError('invalid app: expected an Express app or request handler')
   if (!COST_MODES.includes(opts.cost)) throw new InvalidArgumentError(`invalid cost: expected one of ${COST_MODES.join(', ')}, got ${JSON.stringify(opts.cost)}`)
-  if (controllerUrl !== undefined && !/^https?:\/\//.test(controllerUrl)) throw new InvalidArgumentError('invalid controllerUrl: expected an http(s) URL')
+  if (controllerUrl !== undefined) parseControllerUrls(controllerUrl) // throws naming the option
   const log = logger.child({ component: 'appserver', serverId: id })
   const registry = opts.registry || new Registry()
 

@@ -161,6 +161,9 @@ function createController (options = {}) {
   let epoch = 0 // the leader lease's epoch; 0 without a store
   let active = !store // leading: running rounds and answering members
   let election = null
+  // Leading right now: elected, and the leader lease not lapsed by our own
+  // clock (it may lapse before the election notices and steps us down).
+  const leading = () => active && (!election || election.leading)
   const persistence = { saving: false, dirty: false, saves: 0, failures: 0, lastError: null, lastBytes: 0, lastParts: 0 }
 
   const registry = new Registry()
@@ -180,8 +183,8 @@ function createController (options = {}) {
   new Gauge({ name: 'chopper_controller_generation', help: 'Current assignment generation', registers, collect () { this.set(assignment ? assignment.generation : 0) } }) // eslint-disable-line no-new
   new Gauge({ name: 'chopper_controller_push_failures', help: 'Failed assignment pushes (retried)', registers, collect () { this.set(pusher.stats.failures) } }) // eslint-disable-line no-new
   new Gauge({ name: 'chopper_controller_servers', help: 'Registered app servers', registers, collect () { this.set(servers.size) } }) // eslint-disable-line no-new
-  new Gauge({ name: 'chopper_controller_leader', help: '1 while this controller leads', registers, collect () { this.set(active ? 1 : 0) } }) // eslint-disable-line no-new
-  new Gauge({ name: 'chopper_controller_epoch', help: 'Epoch of the leader lease this controller holds (0: none)', registers, collect () { this.set(active ? epoch : 0) } }) // eslint-disable-line no-new
+  new Gauge({ name: 'chopper_controller_leader', help: '1 while this controller leads', registers, collect () { this.set(leading() ? 1 : 0) } }) // eslint-disable-line no-new
+  new Gauge({ name: 'chopper_controller_epoch', help: 'Epoch of the leader lease this controller holds (0: none)', registers, collect () { this.set(leading() ? epoch : 0) } }) // eslint-disable-line no-new
 
   function serverMap () {
     const out = {}
@@ -268,7 +271,7 @@ function createController (options = {}) {
           backoff = Math.min(backoff * 2, 2000)
           continue
         }
-        if (active && epoch === mine) publish(snap.assignment)
+        if (leading() && epoch === mine) publish(snap.assignment)
       }
       persistence.saving = false
     })()
@@ -489,7 +492,7 @@ function createController (options = {}) {
     running = (async () => {
       const t0 = process.hrtime.bigint()
       round++
-      if (!active || !assignment) return null
+      if (!leading() || !assignment) return null
       const { reports, failed, costless } = await collector.collect(servers)
       for (const id of costless) {
         if (loadMetric !== 'cost' || costlessWarned.has(id)) continue
@@ -623,7 +626,7 @@ function createController (options = {}) {
   // Only the leader answers members and operators' changes; a standby names
   // the leader it last saw (X-Chopper-Leader), and members move to it.
   app.use(['/v1/servers', '/v1/frontends', '/v1/move', '/v1/assignment'], (req, res, next) => {
-    if (active) return next()
+    if (leading()) return next()
     const leader = election && election.leader && election.leader.url !== url ? election.leader.url : null
     if (leader) res.set('X-Chopper-Leader', leader)
     next(new NotLeaderError(`controller ${controllerId} is a standby${leader ? `; the leader is ${leader}` : ''}`))
@@ -742,7 +745,9 @@ function createController (options = {}) {
 
   /** Resolves true when no handoff is in progress, false after `timeoutMs`. */
   function settled (timeoutMs) {
-    return pollUntil(() => target === null, { timeoutMs, intervalMs: 2, what: 'the handoff to be granted' }).then(() => true, () => false)
+    // Granted means published too: with a state store, saved and handed to the pusher.
+    const done = () => target === null && (assignment === null || (published !== null && published.generation === assignment.generation))
+    return pollUntil(done, { timeoutMs, intervalMs: 2, what: 'the handoff to be granted' }).then(() => true, () => false)
   }
 
   /** Everything status() reports but the rounds. */
@@ -758,8 +763,8 @@ function createController (options = {}) {
     }
     return {
       controllerId,
-      role: active ? 'leader' : 'standby',
-      epoch: active ? epoch : 0,
+      role: leading() ? 'leader' : 'standby',
+      epoch: leading() ? epoch : 0,
       leader: election ? election.leader : null,
       store: store ? { name: store.describe(), saves: persistence.saves, failures: persistence.failures, lastError: persistence.lastError, lastBytes: persistence.lastBytes, lastParts: persistence.lastParts } : null,
       strategy: strategy.name,
@@ -953,12 +958,14 @@ function createController (options = {}) {
     },
     runRound,
     status,
-    get leading () { return active },
-    get epoch () { return active ? epoch : 0 },
+    get leading () { return leading() },
+    get epoch () { return leading() ? epoch : 0 },
     moveSlice,
     settled,
     registry,
     get assignment () { return assignment },
+    /** The newest assignment saved and handed to the pusher (what members may hold). */
+    get published () { return published },
     get url () { return url }
   }
 }

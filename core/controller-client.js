@@ -1,51 +1,96 @@
 'use strict'
 
 const axios = require('axios')
+const { InvalidArgumentError } = require('./errors')
+
+/**
+ * Controller URLs from an option: one URL, a comma-separated list, or an
+ * array (highly available controllers, docs/controller-ha.md).
+ * @returns {string[]}
+ */
+function parseControllerUrls (value, name = 'controllerUrl') {
+  const list = Array.isArray(value) ? value : String(value).split(',')
+  const urls = list.map((u) => (typeof u === 'string' ? u.trim().replace(/\/+$/, '') : u))
+  if (urls.length === 0 || urls.some((u) => typeof u !== 'string' || !/^https?:\/\/[^\s/,]+$/.test(u))) {
+    throw new InvalidArgumentError(`invalid ${name}: expected an http(s)://host:port URL or a comma-separated list of them`)
+  }
+  return [...new Set(urls)]
+}
+
+/** A call worth trying on another controller: no answer, or a standby's. */
+function tryElsewhere (err) {
+  if (!err.response) return true
+  const body = err.response.data
+  return err.response.status === 503 && Boolean(body && body.error && body.error.code === 'CHOPPER_ERR_NOT_LEADER')
+}
 
 /**
  * Registration with the controller. Registering returns the current
  * assignment so a new member serves at once instead of waiting for a push.
+ *
+ * With several controllers (one leads, the others stand by) every call goes
+ * to the one that answered last; one that does not answer, or answers as a
+ * standby, sends the call on to the leader it names (X-Chopper-Leader, when
+ * that is one of ours) or else to the next controller in the list.
  */
 class ControllerClient {
   constructor ({ controllerUrl, timeoutMs = 2000 }) {
-    this.http = axios.create({ baseURL: controllerUrl, timeout: timeoutMs })
+    this.urls = parseControllerUrls(controllerUrl)
+    this.current = 0
+    this.http = axios.create({ timeout: timeoutMs })
+  }
+
+  /** The controller calls go to now. */
+  get url () {
+    return this.urls[this.current]
+  }
+
+  async #call (method, path, data) {
+    let lastErr
+    for (let attempt = 0; attempt < this.urls.length; attempt++) {
+      try {
+        return (await this.http.request({ method, url: path, baseURL: this.urls[this.current], data })).data
+      } catch (err) {
+        lastErr = err
+        if (this.urls.length === 1 || !tryElsewhere(err)) throw err
+        const hint = err.response && err.response.headers['x-chopper-leader']
+        const at = hint ? this.urls.indexOf(hint) : -1
+        this.current = at >= 0 && at !== this.current ? at : (this.current + 1) % this.urls.length
+      }
+    }
+    throw lastErr
   }
 
   /** `generation` is the member's current one, so a restarted controller numbers above it. */
   async registerServer ({ id, url, controlUrl, generation = 0 }) {
-    const { data } = await this.http.post('/v1/servers', { id, url, controlUrl, generation })
-    return data
+    return this.#call('post', '/v1/servers', { id, url, controlUrl, generation })
   }
 
   /** Renew this server's lease, reporting the generations it holds and has drained. */
   async renewLease (id, { generation, drainedGeneration }) {
-    const { data } = await this.http.post(`/v1/servers/${encodeURIComponent(id)}/lease`, { generation, drainedGeneration })
-    return data
+    return this.#call('post', `/v1/servers/${encodeURIComponent(id)}/lease`, { generation, drainedGeneration })
   }
 
   /** Ask for this server's slices to be handed to others (graceful drain). */
   async drainServer (id) {
-    const { data } = await this.http.post(`/v1/servers/${encodeURIComponent(id)}/drain`, {})
-    return data
+    return this.#call('post', `/v1/servers/${encodeURIComponent(id)}/drain`, {})
   }
 
   async deregisterServer (id) {
-    await this.http.delete(`/v1/servers/${encodeURIComponent(id)}`)
+    await this.#call('delete', `/v1/servers/${encodeURIComponent(id)}`)
   }
 
   async registerFrontend ({ id, controlUrl, generation = 0 }) {
-    const { data } = await this.http.post('/v1/frontends', { id, controlUrl, generation })
-    return data
+    return this.#call('post', '/v1/frontends', { id, controlUrl, generation })
   }
 
   async deregisterFrontend (id) {
-    await this.http.delete(`/v1/frontends/${encodeURIComponent(id)}`)
+    await this.#call('delete', `/v1/frontends/${encodeURIComponent(id)}`)
   }
 
   async getAssignment () {
-    const { data } = await this.http.get('/v1/assignment')
-    return data
+    return this.#call('get', '/v1/assignment')
   }
 }
 
-module.exports = { ControllerClient }
+module.exports = { ControllerClient, parseControllerUrls }

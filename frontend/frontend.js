@@ -7,7 +7,7 @@ const { createForwarder } = require('./forwarders')
 const { createProxyHandler } = require('./proxy')
 const { createFrontendMetrics } = require('./metrics')
 const { ReplicaRouter, sizeFromQuery } = require('./replica-router')
-const { ControllerClient } = require('../core/controller-client')
+const { ControllerClient, parseControllerUrls } = require('../core/controller-client')
 const { createControlPlane } = require('./control-plane')
 const { jsonErrorHandler, listen, close } = require('../core/http')
 const { InvalidArgumentError } = require('../core/errors')
@@ -56,7 +56,7 @@ function createFrontend (options = {}) {
   for (const k of ['connections', 'upstreamTimeoutMs', 'bufferLimit', 'holdMs']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
-  if (opts.controllerUrl !== undefined && !/^https?:\/\//.test(opts.controllerUrl)) throw new InvalidArgumentError('invalid controllerUrl: expected an http(s) URL')
+  if (opts.controllerUrl !== undefined) parseControllerUrls(opts.controllerUrl) // throws naming the option
   const router = createReplicaRouter(opts)
   const log = opts.logger.child({ component: 'frontend', frontendId: id })
   const client = opts.controllerUrl ? new ControllerClient({ controllerUrl: opts.controllerUrl }) : null // pulls on 421
