@@ -14,6 +14,7 @@ const USAGE = `usage: npm start -- [flags]   (or: node bin/cluster.js [flags])
 Runs a local Chopper cluster: a controller, app servers and front ends on 127.0.0.1.
 
   --app compute|kv-cache           app hosted by the app servers (default ${defaults.app})
+  --controllers N                  controllers: one leads, the others stand by (default ${defaults.controllers})
   --frontends N                    front ends (default ${defaults.frontends})
   --servers N                      app servers (default ${defaults.servers})
   --strategy NAME                  ${Object.keys(strategies).join(', ')} (default ${defaults.strategy})
@@ -34,6 +35,7 @@ async function main () {
   const { values, error } = parseFlags(process.argv.slice(2), {
     options: {
       app: { type: 'string' },
+      controllers: { type: 'string' },
       frontends: { type: 'string' },
       servers: { type: 'string' },
       strategy: { type: 'string' },
@@ -49,7 +51,7 @@ async function main () {
       'log-format': { type: 'string' },
       help: { type: 'boolean', short: 'h' }
     },
-    integers: ['frontends', 'servers', 'period', 'port', 'workers', 'replica-size-power', 'lcstar-threshold'],
+    integers: ['controllers', 'frontends', 'servers', 'period', 'port', 'workers', 'replica-size-power', 'lcstar-threshold'],
     choices: { app: ['compute', 'kv-cache'], strategy: Object.keys(strategies), 'load-metric': LOAD_METRICS, 'log-format': FORMATS, 'replica-choice': POLICIES }
   })
   if (error) {
@@ -72,6 +74,7 @@ async function main () {
     if (values.app === 'kv-cache') readEnv('kvCache') // a malformed variable fails before anything starts
     cluster = await startLocalCluster({
       app: values.app,
+      controllers: values.controllers,
       frontends: values.frontends,
       servers: values.servers,
       strategy: values.strategy,
@@ -92,13 +95,14 @@ async function main () {
     })
   } catch (err) {
     if (err.code === 'EADDRINUSE') process.stderr.write(`error: port in use (${err.message}); pick another with --port\n`)
+    else if (err.code === 'CHOPPER_ERR_INVALID_ARG') process.stderr.write(`error: ${err.message}\n\n${USAGE}`)
     else process.stderr.write(`error: ${err.code ? err.code + ': ' : ''}${err.message}\n`)
-    process.exit(1)
+    process.exit(err.code === 'CHOPPER_ERR_INVALID_ARG' ? 2 : 1)
   }
   const lines = [
     ...cluster.frontends.map((f) => `frontend   ${f.url}`),
-    `controller ${cluster.controller.url}`,
-    `dashboard  ${cluster.controller.url}/dashboard`,
+    ...cluster.controllers.map((c, i) => `controller ${c.url}${cluster.controllers.length > 1 ? (i === 0 ? ' (leader)' : ' (standby)') : ''}`),
+    ...cluster.controllers.map((c) => `dashboard  ${c.url}/dashboard`),
     ...cluster.servers.map((s) => `appserver  ${s.id} ${s.url} (control ${s.controlUrl})`)
   ]
   process.stdout.write(lines.join('\n') + '\nready; Ctrl-C to stop\n')

@@ -2,6 +2,8 @@
 
 const { Registry } = require('prom-client')
 const { createController } = require('../controller')
+const { DynamoStateStore } = require('../controller/state-store')
+const { startDynalite } = require('../apps/kv-cache/embedded')
 const { createFrontend, startFrontendCluster } = require('../frontend')
 const { loadApp, prepareShared, startApp } = require('../apps')
 const { InvalidArgumentError } = require('../core/errors')
@@ -12,6 +14,7 @@ const { pollUntil } = require('../core/poll')
 /** Every option of startLocalCluster and its default (the `npm start` flags). */
 const defaults = Object.freeze({
   app: 'compute',
+  controllers: 1, // more than one: a leader and standbys (docs/controller-ha.md)
   frontends: 2,
   servers: 3,
   strategy: 'chopper',
@@ -39,6 +42,7 @@ const defaults = Object.freeze({
 async function startLocalCluster (options = {}) {
   const opts = { ...defaults, ...withoutUndefined(options) }
   if (!Number.isInteger(opts.frontendWorkers) || opts.frontendWorkers < 1 || opts.frontendWorkers > 64) throw new InvalidArgumentError('invalid frontendWorkers: expected an integer from 1 to 64')
+  if (!Number.isInteger(opts.controllers) || opts.controllers < 1 || opts.controllers > 9) throw new InvalidArgumentError('invalid controllers: expected an integer from 1 to 9')
   for (const k of ['frontends', 'servers']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1 || opts[k] > 64) throw new InvalidArgumentError(`invalid ${k}: expected an integer from 1 to 64`)
   }
@@ -55,9 +59,22 @@ async function startLocalCluster (options = {}) {
   }
 
   try {
-    const controller = createController({ host: opts.host, port: 0, strategy: opts.strategy, strategyOptions: opts.strategyOptions, loadMetric: opts.loadMetric, periodMs: opts.periodMs, startupFenceMs: 0, logger: log }) // a fresh cluster: no predecessor's leases to wait out
-    const { url: controllerUrl } = await controller.start()
-    closers.push(() => controller.close())
+    // The controllers' state lives in an embedded dynalite, as kv-cache's data does.
+    const stateDb = await startDynalite({ logger: log })
+    closers.push(() => stateDb.close())
+    const controllers = []
+    for (let i = 1; i <= opts.controllers; i++) {
+      const store = new DynamoStateStore({ table: 'chopper-controller', endpoint: stateDb.endpoint, logger: log })
+      closers.push(() => store.close())
+      const controller = createController({ host: opts.host, port: 0, strategy: opts.strategy, strategyOptions: opts.strategyOptions, loadMetric: opts.loadMetric, periodMs: opts.periodMs, startupFenceMs: 0, store, controllerId: `controller-${i}`, logger: log.child({ controllerId: `controller-${i}` }) }) // a fresh cluster: no predecessor's leases to wait out
+      await controller.start()
+      closers.push(() => controller.close())
+      controllers.push(controller)
+      // The first one leads; the others stand by.
+      if (i === 1) await pollUntil(() => controller.leading, { timeoutMs: opts.readyTimeoutMs, what: 'the first controller to lead' })
+    }
+    const controller = controllers[0]
+    const controllerUrl = controllers.map((c) => c.url).join(',')
 
     // Embedded shared dependencies (one in-process DynamoDB for all kv-cache servers).
     const shared = await prepareShared(appModule, { ...opts.appOptions, logger: log })
@@ -114,13 +131,19 @@ async function startLocalCluster (options = {}) {
     }
 
     await pollUntil(() => {
-      const a = controller.assignment
+      const a = controller.published
       return a && Object.keys(a.servers).length === opts.servers && !controller.status().handoff.inProgress &&
         frontends.every((f) => f.frontend.table.generation === a.generation) &&
         servers.every((s) => s.server.guard.generation === a.generation)
     }, { timeoutMs: opts.readyTimeoutMs, what: 'every component to hold the current assignment' })
 
-    return { controller: { url: controllerUrl, controller }, frontends, servers, close: closeAll }
+    return {
+      controller: { url: controller.url, controller },
+      controllers: controllers.map((c) => ({ url: c.url, controller: c })),
+      frontends,
+      servers,
+      close: closeAll
+    }
   } catch (err) {
     await closeAll()
     throw err

@@ -33,6 +33,16 @@ const ENV = Object.freeze({
     CHOPPER_LEASE_MS: { key: 'leaseMs', default: 1500, parse: int },
     CHOPPER_HANDOFF: { key: 'handoff', default: 'fenced', parse: str },
     CHOPPER_LOAD_METRIC: { key: 'loadMetric', default: 'cost', parse: str },
+    // High availability (docs/controller-ha.md): with a state table the
+    // controller persists its state in DynamoDB and competes for leadership
+    // with every controller sharing the table; without one it leads alone, in memory.
+    CHOPPER_STATE_TABLE: { key: 'stateTable', default: undefined, parse: str, optional: true },
+    CHOPPER_STATE_ENDPOINT: { key: 'stateEndpoint', default: undefined, parse: str, optional: true }, // unset: AWS
+    AWS_REGION: { key: 'region', default: 'us-west-2', parse: str, optional: true },
+    CHOPPER_CONTROLLER_ID: { key: 'controllerId', default: undefined, parse: str, optional: true }, // unset: hostname-pid
+    // The address members reach this controller at (the leader publishes it in its lease).
+    CHOPPER_ADVERTISE_HOST: { key: 'advertiseHost', default: undefined, parse: str, optional: true },
+    CHOPPER_ELECTION_LEASE_MS: { key: 'electionLeaseMs', default: undefined, parse: int, optional: true },
     LOG_LEVEL: { key: 'logLevel', default: 'info', parse: str }
   },
   frontend: {

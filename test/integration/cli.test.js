@@ -36,8 +36,26 @@ describe('npm start (bin/cluster.js)', () => {
     expect(await exited).toEqual({ code: 0, signal: null })
   })
 
+  test('--controllers 2 runs a leader and a standby; the standby names the leader', async () => {
+    const { child, out, exited } = run(['--port', '0', '--period', '60000', '--servers', '1', '--frontends', '1', '--controllers', '2'])
+    try {
+      await pollUntil(() => out.stdout.includes('ready'), { timeoutMs: 20000, what: 'cluster ready line' })
+      const leader = out.stdout.match(/^controller\s+(\S+) \(leader\)/m)[1]
+      const standby = out.stdout.match(/^controller\s+(\S+) \(standby\)/m)[1]
+      expect((await call(`${leader}/v1/status`)).body.role).toBe('leader')
+      const r = await call(`${standby}/v1/assignment`)
+      expect(r.status).toBe(503)
+      expect(r.headers['x-chopper-leader']).toBe(leader)
+      const fe = out.stdout.match(/^frontend\s+(\S+)/m)[1]
+      expect((await call(`${fe}/compute?key=hello&n=10`)).status).toBe(200)
+    } finally {
+      child.kill('SIGINT')
+    }
+    expect(await exited).toEqual({ code: 0, signal: null })
+  })
+
   test('a bad flag gets the usage message and exit code 2', async () => {
-    for (const args of [['--bogus'], ['--servers', 'many'], ['--strategy', 'random']]) {
+    for (const args of [['--bogus'], ['--servers', 'many'], ['--strategy', 'random'], ['--controllers', '0']]) {
       const { out, exited } = run(args)
       expect((await exited).code).toBe(2)
       expect(out.stderr).toMatch(/^error: /)
