@@ -1,7 +1,7 @@
 'use strict'
 
 const {
-  validateAssignment, evenAssignment, keyChurn, spreadLoads, serverLoads, imbalance, ownedRanges, sameLayout, cloneAssignment
+  validateAssignment, evenAssignment, keyChurn, spreadLoads, serverLoads, imbalance, ownedRanges, sameLayout, cloneAssignment, acceptsUpdate, checkPlausible, MAX_AHEAD_MS
 } = require('../../core/assignment')
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { normalize, subtract, contains, totalLength } = require('../../core/ranges')
@@ -93,5 +93,32 @@ describe('ranges', () => {
     expect(contains(a, 7)).toBe(true)
     expect(contains(a, 8)).toBe(false)
     expect(totalLength(a)).toBe(18)
+  })
+})
+
+describe('acceptsUpdate: epochs and implausible values (docs/controller-ha.md)', () => {
+  const now = 1.8e12
+  const base = (generation, epoch) => ({ ...evenAssignment({ a: { url: 'http://127.0.0.1:1' }, b: { url: 'http://127.0.0.1:2' } }, generation), ...(epoch === undefined ? {} : { epoch }) })
+
+  test('a lower epoch is refused whatever its generation; a higher one is taken', () => {
+    const current = base(now - 10, now - 5000)
+    expect(() => acceptsUpdate(current, base(now - 5, now - 6000), { now })).toThrow(expect.objectContaining({ code: 'CHOPPER_ERR_STALE_EPOCH', status: 409 }))
+    expect(() => acceptsUpdate(current, base(now - 5), { now })).toThrow(expect.objectContaining({ code: 'CHOPPER_ERR_STALE_EPOCH' }))
+    expect(acceptsUpdate(current, base(now - 5, now - 100), { now })).toBe(true)
+    expect(acceptsUpdate(current, base(now - 5, now - 5000), { now })).toBe(true)
+    // The same generation again under the same epoch is a repeat, not an update.
+    expect(acceptsUpdate(current, base(now - 10, now - 5000), { now })).toBe(false)
+  })
+
+  test('a generation or epoch far beyond the clock is refused: one forged push cannot wedge a member', () => {
+    const current = base(now - 10)
+    for (const bad of [base(Number.MAX_SAFE_INTEGER), base(now + MAX_AHEAD_MS + 1), base(now, Number.MAX_SAFE_INTEGER)]) {
+      expect(() => acceptsUpdate(current, bad, { now })).toThrow(expect.objectContaining({ code: 'CHOPPER_ERR_IMPLAUSIBLE', status: 400 }))
+    }
+    // Up to the allowance ahead of the clock is fine (clock skew between machines).
+    expect(acceptsUpdate(current, base(now + MAX_AHEAD_MS), { now })).toBe(true)
+    // Small generations (tests, a controller with generationBase 0) stay plausible.
+    expect(acceptsUpdate(base(3), base(4), { now })).toBe(true)
+    expect(() => checkPlausible(now + MAX_AHEAD_MS + 1, 0, 'generation', now)).toThrow(/implausible generation/)
   })
 })
