@@ -136,8 +136,10 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
       req.chopperGeneration = guard.generation
       return next()
     }
-    if (verdict === -1 && guard.shouldHold(key, routed)) {
-      guard.stats.misdirected-- // decided again after the hold
+    if (verdict === -2 || (verdict === -1 && guard.shouldHold(key, routed))) {
+      // decided again after the hold
+      if (verdict === -1) guard.stats.misdirected--
+      else guard.stats.leaseRefused--
       // A client that goes away while held must not be admitted afterwards: its
       // 'close' would already have fired, and the in-flight count never drop.
       let gone = false

@@ -127,6 +127,7 @@ class ShardGuard {
     }
     this.leasesEnforced = true
     this.leaseExpiresAt = Math.max(this.leaseExpiresAt, sentAt + leaseMs)
+    if (this.leaseValid()) this.#wake(this.mapWaiters) // requests held for a lease (a controller failover)
     return true
   }
 
@@ -288,8 +289,10 @@ class ShardGuard {
 
   /**
    * Admit slice key `key`, waiting (up to holdMs) for the map that decides it
-   * when `shouldHold` says so. Resolves the slice index, -1 (not ours, or
-   * `abandoned()` became true: the client went away) or -2 (lease expired).
+   * when `shouldHold` says so, or for a lease renewal when the lease lapsed
+   * (strict; a controller failover outlasts a lease). Resolves the slice
+   * index, -1 (not ours, or `abandoned()` became true: the client went away)
+   * or -2 (lease expired).
    */
   async admitOrHold (key, routedGeneration, abandoned = () => false) {
     const deadline = this.now() + this.holdMs
@@ -297,12 +300,13 @@ class ShardGuard {
     for (;;) {
       if (abandoned()) return -1
       const i = this.admitSliceKey(key)
-      if (i !== -1) return i
+      if (i >= 0) return i
       const left = deadline - this.now()
-      if (left <= 0 || !this.shouldHold(key, routedGeneration)) return i
+      if (left <= 0 || this.holdMs === 0 || (i === -1 && !this.shouldHold(key, routedGeneration))) return i
       if (!held) this.stats.held++
       held = true
-      this.stats.misdirected-- // counted again when it is finally decided
+      if (i === -1) this.stats.misdirected-- // counted again when it is finally decided
+      else this.stats.leaseRefused--
       await this.#waitFor(this.mapWaiters, left)
     }
   }
