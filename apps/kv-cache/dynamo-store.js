@@ -1,18 +1,16 @@
 'use strict'
 
 const {
-  DynamoDBClient,
   DescribeTableCommand,
   CreateTableCommand,
   GetItemCommand,
   PutItemCommand
 } = require('@aws-sdk/client-dynamodb')
+const { createDynamoClient, LOCAL_CREDENTIALS } = require('../../core/dynamo-client')
 const { FencedWriteError, InvalidArgumentError, PayloadTooLargeError, StoreUnavailableError } = require('../../core/errors')
 const { HybridClock, checkGeneration, makeVersion, generationOf } = require('./version')
 const { pollUntil } = require('../../core/poll')
 const { silent } = require('../../core/logger')
-
-const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]', '::1'])
 
 // A write lands only above every version already stored. Items written before
 // versions existed have no `ver` and count as version 0.
@@ -20,6 +18,8 @@ const NEWER_THAN_STORED = 'attribute_not_exists(k) OR attribute_not_exists(ver) 
 // Refusals at our own generation are a lagging clock, not a deposed owner:
 // we retry above the stored version this many times in all.
 const SAME_GENERATION_ATTEMPTS = 3
+// Error names of DynamoDB (and DynamoDB Local) for credentials it will not take.
+const CREDENTIALS_REFUSED = new Set(['UnrecognizedClientException', 'InvalidSignatureException', 'MissingAuthenticationTokenException'])
 
 /**
  * DynamoDB, the source of truth. Items are `{ k: S key, v: B value, ct: S
@@ -30,14 +30,6 @@ const SAME_GENERATION_ATTEMPTS = 3
  * here (see the README). Reads are strongly consistent so a miss right after
  * a slice moves sees the last acknowledged write (paper 6.1).
  */
-/** The built-in credentials for a loopback DynamoDB (dynalite, DynamoDB Local): a fallback only. */
-const LOCAL_CREDENTIALS = Object.freeze({ accessKeyId: 'chopperlocal', secretAccessKey: 'chopperlocal' })
-
-/** Whether the environment names AWS credentials the SDK's chain would use. */
-function userSetCredentials (env) {
-  return Boolean(env.AWS_ACCESS_KEY_ID || env.AWS_PROFILE || env.AWS_WEB_IDENTITY_TOKEN_FILE || env.AWS_CONTAINER_CREDENTIALS_FULL_URI || env.AWS_CONTAINER_CREDENTIALS_RELATIVE_URI)
-}
-
 class DynamoStore {
   /**
    * @param {object} options
@@ -54,23 +46,9 @@ class DynamoStore {
     this.endpoint = endpoint
     this.clock = clock
     this.logger = logger
-    const config = {
-      region,
-      // Without throwOnRequestTimeout the SDK only logs a warning and a hung
-      // DynamoDB would hang the request: we want a 503 instead.
-      requestHandler: { connectionTimeout: Math.min(timeoutMs, 1000), requestTimeout: timeoutMs, throwOnRequestTimeout: true }
-    }
-    if (credentials) config.credentials = credentials
-    if (endpoint) {
-      config.endpoint = endpoint
-      // dynalite and DynamoDB Local accept any signature; a developer machine
-      // usually has no AWS credentials, and the chain would fail every request.
-      // Only a fallback: credentials the user set (options, environment,
-      // profile) are used as they are. Alphanumeric, since DynamoDB Local
-      // rejects other access key ids ("The Access Key ID or security token is invalid").
-      if (!credentials && !userSetCredentials(env) && LOOPBACK.has(new URL(endpoint).hostname)) config.credentials = { ...LOCAL_CREDENTIALS } // a copy: the SDK marks the object it is given
-    }
-    this.client = new DynamoDBClient(config)
+    // Credentials: the user's when set; for a loopback endpoint without them,
+    // the built-in local ones that dynalite and DynamoDB Local both accept.
+    this.client = createDynamoClient({ endpoint, region, timeoutMs, credentials, env })
   }
 
   /** Create the table (on-demand billing) when missing, then wait until it is ACTIVE. */
@@ -207,7 +185,13 @@ class DynamoStore {
       }
       return new InvalidArgumentError(`DynamoDB rejected the ${op}: ${err.message}`, { cause: err })
     }
-    const e = new StoreUnavailableError(`DynamoDB unavailable (${op} on table ${this.table}): ${err.message || err.name}`, { cause: err })
+    // Refused credentials are still an outage for the caller, but the message
+    // says what to fix. dynalite checks no credentials; DynamoDB Local refuses
+    // an access key id that is not alphanumeric.
+    const hint = CREDENTIALS_REFUSED.has(err.name)
+      ? `; DynamoDB refused the credentials (${err.name}): check the AWS credentials set (AWS_ACCESS_KEY_ID, AWS_PROFILE); DynamoDB Local accepts only alphanumeric access key ids`
+      : ''
+    const e = new StoreUnavailableError(`DynamoDB unavailable (${op} on table ${this.table}): ${err.message || err.name}${hint}`, { cause: err })
     e.storeOp = op
     return e
   }

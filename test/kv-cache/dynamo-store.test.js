@@ -1,44 +1,43 @@
 'use strict'
 
 const { DynamoDBClient, PutItemCommand } = require('@aws-sdk/client-dynamodb')
-const { startDynalite } = require('../../apps/kv-cache/embedded')
-const { DynamoStore } = require('../../apps/kv-cache/dynamo-store')
+const { DynamoStore, LOCAL_CREDENTIALS } = require('../../apps/kv-cache/dynamo-store')
 const { HybridClock, generationOf, makeVersion } = require('../../apps/kv-cache/version')
 const { FencedWriteError } = require('../../core/errors')
+const { describeEachDynamo } = require('../helpers/dynamo-backends')
 const { createHarness } = require('./harness')
 
 /**
- * The versioned, fenced DynamoDB store against a real dynalite: conditional
- * puts keyed on the version, tombstones, and restarts.
+ * The versioned, fenced DynamoDB store against real servers, dynalite and
+ * DynamoDB Local 2.x: conditional puts keyed on the version, tombstones,
+ * restarts, and what the store relies on from the server (binary values,
+ * error shapes, table creation, credentials).
  */
 
 const TABLE = 'kv-store'
 
-describe('DynamoStore versions and fencing', () => {
-  let dynamo
+describeEachDynamo('DynamoStore', (endpoint, backend) => {
   let h
   beforeAll(async () => {
-    dynamo = await startDynalite()
-    const s = new DynamoStore({ table: TABLE, endpoint: dynamo.endpoint, region: 'us-west-2', timeoutMs: 3000 })
+    const s = new DynamoStore({ table: TABLE, endpoint: endpoint(), region: 'us-west-2', timeoutMs: 3000 })
     await s.ensureTable()
     s.close()
   })
-  afterAll(async () => { await dynamo.close() })
   beforeEach(() => { h = createHarness() })
   afterEach(async () => { await h.closeAll() })
 
   /** A store as one process would have it (its own clock), closed after the test. */
   function open (options = {}) {
-    const store = new DynamoStore({ table: TABLE, endpoint: dynamo.endpoint, region: 'us-west-2', timeoutMs: 3000, ...options })
+    const store = new DynamoStore({ table: TABLE, endpoint: endpoint(), region: 'us-west-2', timeoutMs: 3000, ...options })
     h.track(() => store.close())
     return store
   }
   const text = (item) => item && item.value.toString()
 
-  test('dynalite compares version numbers numerically, to the last of 32 digits', async () => {
+  test('the server compares version numbers numerically, to the last of 32 digits', async () => {
     // Our versions are too long for a double; a comparison through floats or
     // strings would accept or refuse some of these wrongly.
-    const c = new DynamoDBClient({ endpoint: dynamo.endpoint, region: 'us-west-2', credentials: { accessKeyId: 't', secretAccessKey: 't' } })
+    const c = new DynamoDBClient({ endpoint: endpoint(), region: 'us-west-2', credentials: { accessKeyId: 't', secretAccessKey: 't' } })
     h.track(() => c.destroy())
     const put = async (ver) => {
       try {
@@ -70,7 +69,7 @@ describe('DynamoStore versions and fencing', () => {
     ]
     for (const [ver, outcome] of steps) expect([ver.toString(), await put(ver)]).toEqual([ver.toString(), outcome])
     // And the number comes back digit for digit.
-    expect((await h.dynamoClient(dynamo.endpoint).item(TABLE, 'numeric')).ver).toBe(big + 2n)
+    expect((await h.dynamoClient(endpoint()).item(TABLE, 'numeric')).ver).toBe(big + 2n)
   })
 
   test('a write of a deposed owner (generation 3 after 5) is refused and the newer value stays', async () => {
@@ -99,7 +98,7 @@ describe('DynamoStore versions and fencing', () => {
     expect(await store.get('tomb')).toBeNull()
     await expect(store.put('tomb', Buffer.from('late'), 'text/plain', { generation: 4 })).rejects.toMatchObject({ code: 'CHOPPER_ERR_FENCED_WRITE' })
     expect(await store.get('tomb')).toBeNull()
-    const raw = await h.dynamoClient(dynamo.endpoint).item(TABLE, 'tomb')
+    const raw = await h.dynamoClient(endpoint()).item(TABLE, 'tomb')
     expect([raw.del, raw.ver, raw.v]).toEqual([true, vDel, undefined])
     // A delete of a key that never existed also succeeds, and also fences.
     await store.delete('never', { generation: 6 })
@@ -129,7 +128,7 @@ describe('DynamoStore versions and fencing', () => {
   })
 
   test('an item from before versions (no ver) counts as version 0', async () => {
-    await h.dynamoClient(dynamo.endpoint).put(TABLE, 'legacy', 'old')
+    await h.dynamoClient(endpoint()).put(TABLE, 'legacy', 'old')
     const store = open()
     expect(await store.get('legacy')).toMatchObject({ ver: 0n })
     await store.put('legacy', Buffer.from('new'), 'text/plain')
@@ -140,12 +139,124 @@ describe('DynamoStore versions and fencing', () => {
     const store = open()
     await expect(store.put('badgen', Buffer.from('x'), 'text/plain', { generation: -1 })).rejects.toMatchObject({ code: 'CHOPPER_ERR_INVALID_ARG', message: /invalid generation/ })
     await expect(store.delete('badgen', { generation: '2' })).rejects.toMatchObject({ code: 'CHOPPER_ERR_INVALID_ARG' })
-    expect(await h.dynamoClient(dynamo.endpoint).item(TABLE, 'badgen')).toBeNull()
+    expect(await h.dynamoClient(endpoint()).item(TABLE, 'badgen')).toBeNull()
+  })
+
+  // What the store relies on from the server, where dynalite and DynamoDB
+  // Local could differ: the error names it maps (the messages differ), binary
+  // attributes, and table creation (DynamoDB Local answers CreateTable with
+  // ACTIVE, dynalite with CREATING).
+  describe('server behaviour the store relies on', () => {
+    test('values of any bytes round-trip with their content type, the empty value too', async () => {
+      const store = open()
+      const every = Buffer.from(Array.from({ length: 256 }, (_, i) => i))
+      await store.put('bytes', every, 'application/octet-stream')
+      await store.put('empty', Buffer.alloc(0), 'text/plain')
+      const other = open() // another process: nothing comes from this store's memory
+      const got = await other.get('bytes')
+      expect([got.value.equals(every), got.contentType]).toEqual([true, 'application/octet-stream'])
+      expect(await other.get('empty')).toMatchObject({ value: Buffer.alloc(0), contentType: 'text/plain' })
+    })
+
+    test('an item over 400 KB is refused as too large (413); one just under is stored', async () => {
+      const store = open()
+      await expect(store.put('huge', Buffer.alloc(400 * 1024), 'text/plain')).rejects.toMatchObject({ code: 'CHOPPER_ERR_PAYLOAD_TOO_LARGE', status: 413 })
+      expect(await store.get('huge')).toBeNull()
+      const big = Buffer.alloc(400 * 1024 - 200, 7)
+      await store.put('big', big, 'text/plain')
+      expect((await store.get('big')).value.equals(big)).toBe(true)
+    })
+
+    test('a key over DynamoDB\'s 2048 bytes is the caller\'s fault (400), not an outage', async () => {
+      const store = open()
+      const key = 'k'.repeat(2049)
+      await expect(store.put(key, Buffer.from('v'), 'text/plain')).rejects.toMatchObject({ code: 'CHOPPER_ERR_INVALID_ARG', status: 400, message: /^DynamoDB rejected the put: / })
+      await expect(store.get(key)).rejects.toMatchObject({ code: 'CHOPPER_ERR_INVALID_ARG', status: 400 })
+    })
+
+    test('a missing table is an outage (503), and ensureTable({ create: false }) says which table', async () => {
+      const store = open({ table: `kv-missing-${backend.name}` })
+      await expect(store.get('k')).rejects.toMatchObject({ code: 'CHOPPER_ERR_STORE_UNAVAILABLE', status: 503, storeOp: 'get', cause: { name: 'ResourceNotFoundException' } })
+      await expect(store.put('k', Buffer.from('v'), 'text/plain')).rejects.toMatchObject({ code: 'CHOPPER_ERR_STORE_UNAVAILABLE', storeOp: 'put' })
+      await expect(store.ensureTable({ create: false })).rejects.toMatchObject({ code: 'CHOPPER_ERR_INVALID_ARG', message: `DynamoDB table kv-missing-${backend.name} does not exist and createTable is false` })
+    })
+
+    test('stores starting together create a missing table once, and each finds it ACTIVE and usable', async () => {
+      const table = `kv-together-${backend.name}`
+      const stores = [open({ table }), open({ table }), open({ table })]
+      await Promise.all(stores.map((s) => s.ensureTable({ timeoutMs: 10000 })))
+      const v = await stores[0].put('k', Buffer.from('first'), 'text/plain', { generation: 1 })
+      // Strongly consistent: another store reads the write at once.
+      expect(await stores[2].get('k')).toMatchObject({ ver: v })
+      expect((await stores[1].get('k')).value.toString()).toBe('first')
+    })
+  })
+
+  describe('credentials against the server', () => {
+    /** The access key ids this store's requests were signed with, as sent. */
+    function sentKeyIds (store) {
+      const ids = []
+      // The deserialize step runs after signing: this is the request on the wire.
+      store.client.middlewareStack.add((next) => (args) => {
+        const m = /Credential=([^/]+)\//.exec(args.request.headers.authorization || '')
+        ids.push(m ? m[1] : null)
+        return next(args)
+      }, { step: 'deserialize', name: 'sentKeyIds' })
+      return ids
+    }
+
+    test('without credentials of the user the built-in local ones are sent, and the server accepts them', async () => {
+      const store = open({ env: {} })
+      const ids = sentKeyIds(store)
+      const v = await store.put('fallback', Buffer.from('ok'), 'text/plain')
+      expect(await store.get('fallback')).toMatchObject({ ver: v })
+      expect(new Set(ids)).toEqual(new Set([LOCAL_CREDENTIALS.accessKeyId]))
+    })
+
+    test('credentials passed in options are sent as given, never replaced by the built-in ones', async () => {
+      const store = open({ env: {}, credentials: { accessKeyId: 'AKIDCHOPPERTEST1', secretAccessKey: 'usersecret' } })
+      const ids = sentKeyIds(store)
+      await store.put('passed', Buffer.from('ok'), 'text/plain')
+      expect((await store.get('passed')).value.toString()).toBe('ok')
+      expect(new Set(ids)).toEqual(new Set(['AKIDCHOPPERTEST1']))
+
+      // An id DynamoDB Local refuses is sent too: the store does not quietly
+      // swap in its own. dynalite checks no credentials.
+      const odd = open({ env: {}, credentials: { accessKeyId: 'not-alphanumeric', secretAccessKey: 'x' } })
+      const oddIds = sentKeyIds(odd)
+      if (backend.name === 'dynamodb-local') {
+        await expect(odd.get('passed')).rejects.toMatchObject({
+          code: 'CHOPPER_ERR_STORE_UNAVAILABLE',
+          cause: { name: 'UnrecognizedClientException' },
+          message: expect.stringContaining('DynamoDB refused the credentials (UnrecognizedClientException)')
+        })
+      } else {
+        expect((await odd.get('passed')).value.toString()).toBe('ok')
+      }
+      expect(oddIds[0]).toBe('not-alphanumeric')
+    })
+
+    test('credentials in the environment are used as they are', async () => {
+      const env = { AWS_ACCESS_KEY_ID: 'AKIDCHOPPERENV1', AWS_SECRET_ACCESS_KEY: 'envsecret' }
+      const saved = { AWS_ACCESS_KEY_ID: process.env.AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: process.env.AWS_SECRET_ACCESS_KEY }
+      Object.assign(process.env, env) // the SDK's chain reads process.env
+      try {
+        const store = open({ env })
+        const ids = sentKeyIds(store)
+        await store.put('from-env', Buffer.from('ok'), 'text/plain')
+        expect((await store.get('from-env')).value.toString()).toBe('ok')
+        expect(new Set(ids)).toEqual(new Set(['AKIDCHOPPERENV1']))
+      } finally {
+        for (const [k, v] of Object.entries(saved)) {
+          if (v === undefined) delete process.env[k]
+          else process.env[k] = v
+        }
+      }
+    })
   })
 })
 
-describe('DynamoStore credentials', () => {
-  const { LOCAL_CREDENTIALS } = require('../../apps/kv-cache/dynamo-store')
+describe('DynamoStore credentials (no server)', () => {
   const resolve = async (store) => {
     const c = store.client.config.credentials
     return typeof c === 'function' ? c() : c

@@ -3,14 +3,16 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { startDynalite, spawnRedis } = require('../../apps/kv-cache/embedded')
+const { spawnRedis } = require('../../apps/kv-cache/embedded')
 const { generationOf } = require('../../apps/kv-cache/version')
 const { sliceKey } = require('../../core/keyspace')
 const { pollUntil } = require('../../core/poll')
+const { describeEachDynamo } = require('../helpers/dynamo-backends')
 const { createHarness, registryValue, kvUrl, call } = require('./harness')
 
 /**
- * The cache side of fenced writes, against real dynalite and redis-server:
+ * The cache side of fenced writes, against real redis-server and each
+ * DynamoDB backend (dynalite, DynamoDB Local):
  * cache entries carry versions, a deposed owner's write never shows through
  * the cache, and a Redis that comes back (possibly from an older snapshot) is
  * distrusted.
@@ -18,22 +20,15 @@ const { createHarness, registryValue, kvUrl, call } = require('./harness')
 
 const TABLE = 'kv-fence'
 
-describe('kv-cache versions, fencing and Redis restarts', () => {
-  let dynamo
+describeEachDynamo('kv-cache versions, fencing and Redis restarts', (endpoint) => {
   let redis
   let h
-  beforeAll(async () => {
-    dynamo = await startDynalite()
-    redis = await spawnRedis()
-  })
-  afterAll(async () => {
-    await redis.close()
-    await dynamo.close()
-  })
+  beforeAll(async () => { redis = await spawnRedis() })
+  afterAll(async () => { await redis.close() })
   beforeEach(() => { h = createHarness() })
   afterEach(async () => { await h.closeAll() })
 
-  const kvOn = (options = {}, extra) => h.standalone({ dynamoEndpoint: dynamo.endpoint, table: TABLE, redisUrl: redis.url, ...options }, extra)
+  const kvOn = (options = {}, extra) => h.standalone({ dynamoEndpoint: endpoint(), table: TABLE, redisUrl: redis.url, ...options }, extra)
   const read = async (service, key) => {
     const item = await service.get(key, sliceKey(key))
     return item && { value: item.value.toString(), ver: item.ver, cached: item.cached }
@@ -69,7 +64,7 @@ describe('kv-cache versions, fencing and Redis restarts', () => {
       // A late put of a lower generation does not resurrect the key, in DynamoDB or in the cache.
       await expect(s.put(key, slice, Buffer.from('gen 4'), 'text/plain', { generation: 4 })).rejects.toMatchObject({ code: 'CHOPPER_ERR_FENCED_WRITE' })
       for (let i = 0; i < 2; i++) expect(await read(s, key)).toBeNull()
-      expect(await h.dynamoClient(dynamo.endpoint).get(TABLE, key)).toBeNull()
+      expect(await h.dynamoClient(endpoint()).get(TABLE, key)).toBeNull()
 
       const v7 = await s.put(key, slice, Buffer.from('gen 7'), 'text/plain', { generation: 7 })
       expect(await read(s, key)).toEqual({ value: 'gen 7', ver: v7, cached: true })
