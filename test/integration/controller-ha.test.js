@@ -90,26 +90,6 @@ describe('controller high availability (docs/controller-ha.md)', () => {
     fe.table.generation === controller.published.generation &&
     servers.every((s) => s.guard.generation === controller.published.generation)
 
-  test('the state store saves and resumes a state of several parts; a lower epoch can neither claim nor save it', async () => {
-    const store = storeFor(dynamo.endpoint, `state-${++tables}`)
-    await store.ensureTable()
-    expect(await store.loadState()).toBe(null)
-    await store.claimState(5)
-    // 40k slices compress to several 300 KB parts.
-    const slices = Array.from({ length: 40000 }, (_, i) => ({ start: i, end: i + 1, servers: [`s${i % 97}-${(i * 7919) % 10007}`] }))
-    await store.saveState({ epoch: 5, generation: 10, state: { slices } })
-    const saved = await store.loadState()
-    expect(saved.generation).toBe(10)
-    expect(saved.state.slices).toEqual(slices)
-    await store.saveState({ epoch: 5, generation: 11, state: { small: true } })
-    expect((await store.loadState()).state).toEqual({ small: true })
-    await expect(store.saveState({ epoch: 5, generation: 9, state: {} })).rejects.toMatchObject({ code: 'CHOPPER_ERR_DEPOSED' })
-    await expect(store.claimState(4)).rejects.toMatchObject({ code: 'CHOPPER_ERR_DEPOSED' })
-    await store.claimState(6)
-    await expect(store.saveState({ epoch: 5, generation: 12, state: {} })).rejects.toMatchObject({ code: 'CHOPPER_ERR_DEPOSED' })
-    expect((await store.loadState()).state).toEqual({ small: true })
-  })
-
   test('a restarted controller resumes its layout exactly: no key changes owner', async () => {
     const table = `state-${++tables}`
     let controller = await startController({ store: storeFor(dynamo.endpoint, table), controllerId: 'c1' })
