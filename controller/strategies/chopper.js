@@ -27,6 +27,8 @@ const defaults = Object.freeze({
   mergeChurnLimit: 0.2, // paper 5.2.2: 20% of the keyspace, "based on experiment tuning"
   moveChurnLimit: 0.2, // paper 5.2.3 gives no figure; same as merge
   moveRatio: 1.25, // paper 5.2.3 step 3: stop moving when hottest/coolest < 1.25
+  // not in the paper: ...and the hottest server is at most this x the mean (0 = the paper's rule alone)
+  moveMeanRatio: 0,
   // not in the paper: a slice wider than the whole move budget could never move,
   // so it is skipped; false = the paper's literal step 5 (stop the move phase),
   // which stalls for good once a wide merged slice is a hot server's first candidate
@@ -64,6 +66,7 @@ const checks = {
   mergeChurnLimit: expect.fraction,
   moveChurnLimit: expect.fraction,
   moveRatio: expect.ratio,
+  moveMeanRatio: expect.ratioOrOff,
   skipOverBudgetSlices: expect.boolean,
   maxSlices: expect.intAtLeast(1),
   minSliceLength: expect.intAtLeast(1, KEYSPACE_SIZE / 2),
@@ -209,6 +212,7 @@ function chopperRound (assignment, loads, opts, inputs) {
   const merged = mergeColumns(cols, index.ids, index.ids.length, o.mergeChurnLimit * KEYSPACE_SIZE, frozen, setFrozen, sets)
   const moved = moveColumns(merged.cols, index.ids, {
     ratio: o.moveRatio,
+    meanRatio: o.moveMeanRatio,
     churnLimit: o.moveChurnLimit * KEYSPACE_SIZE,
     skipOverBudget: o.skipOverBudgetSlices,
     frozen,

@@ -53,6 +53,7 @@ const expect = {
   fraction: (v) => (typeof v === 'number' && v >= 0 && v <= 1 ? null : 'a number in [0, 1] (fraction of the keyspace)'),
   boolean: (v) => (typeof v === 'boolean' ? null : 'true or false'),
   ratio: (v) => (typeof v === 'number' && Number.isFinite(v) && v >= 1 ? null : 'a finite number >= 1'),
+  ratioOrOff: (v) => (v === 0 || (typeof v === 'number' && Number.isFinite(v) && v >= 1) ? null : '0 (off) or a finite number >= 1'),
   intAtLeast: (min, max = 2 ** 32) => (v) => (Number.isInteger(v) && v >= min && v <= max ? null : `an integer in [${min}, ${max}]`),
   positive: (v) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? null : 'a finite number > 0'),
   nonNegative: (v) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? null : 'a finite number >= 0'),

@@ -115,12 +115,12 @@ class SortedServers {
  * just the new owner).
  * @param {import('./columns').Columns} c slices in key order (mutated)
  * @param {string[]} ids server ids, sorted (owner indices refer to them)
- * @param {{ratio:number, churnLimit:number, skipOverBudget:boolean, frozen:Uint8Array,
+ * @param {{ratio:number, meanRatio?:number, churnLimit:number, skipOverBudget:boolean, frozen:Uint8Array,
  *   base?:Float64Array, baseKeys?:Float64Array}} limits base, baseKeys: per server, the load
  *   and keys of the replicated slices it holds (their shares of load, all of their keys)
  * @returns {{ churn: number, ops: object[], stop: string }}
  */
-function moveColumns (c, ids, { ratio, churnLimit, skipOverBudget, frozen, base, baseKeys }) {
+function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget, frozen, base, baseKeys }) {
   const { n, start, end, owner, load: sliceLoad, rep } = c
   const m = ids.length
   const members = [] // every server that takes part, in id order
@@ -169,7 +169,7 @@ function moveColumns (c, ids, { ratio, churnLimit, skipOverBudget, frozen, base,
   const widest = skipOverBudget ? churnLimit : Infinity
 
   // The first acceptable (donor, slice position), scanning donors hottest first.
-  function chooseMove (coolest, maxLoad) {
+  function chooseMove (coolest, maxLoad, cap) {
     for (let p = 0; p < byHeat.size; p++) {
       const donor = byHeat.a[p]
       if (load[donor] <= load[coolest]) break // no hotter donor left
@@ -182,7 +182,7 @@ function moveColumns (c, ids, { ratio, churnLimit, skipOverBudget, frozen, base,
       let hi = length[donor]
       while (lo < hi) {
         const mid = (lo + hi) >>> 1
-        if (load[coolest] + sliceLoad[list[base + mid]] > load[donor]) lo = mid + 1
+        if (load[coolest] + sliceLoad[list[base + mid]] > Math.min(load[donor], cap)) lo = mid + 1
         else hi = mid
       }
       for (let k = lo; k < length[donor]; k++) {
@@ -199,6 +199,12 @@ function moveColumns (c, ids, { ratio, churnLimit, skipOverBudget, frozen, base,
     return null
   }
 
+  // meanRatio (not in the paper): also keep moving while the hottest server is
+  // above meanRatio x the mean. With many servers the coolest sits close to the
+  // mean, so hottest/coolest < ratio alone leaves the hottest up to ratio x the mean.
+  let total = 0
+  for (const s of members) total += load[s]
+  const ceiling = meanRatio > 0 ? meanRatio * total / members.length : Infinity
   let churn = 0
   let stop = 'max-moves'
   const ops = []
@@ -206,9 +212,11 @@ function moveColumns (c, ids, { ratio, churnLimit, skipOverBudget, frozen, base,
     const hottest = byHeat.a[0]
     const coolest = byCool.a[0]
     if (load[hottest] === 0) { stop = 'idle'; break }
-    if (load[coolest] > 0 && load[hottest] / load[coolest] < ratio) { stop = 'ratio'; break }
-
-    const pick = chooseMove(coolest, load[hottest])
+    const balanced = load[coolest] > 0 && load[hottest] / load[coolest] < ratio
+    if (balanced && load[hottest] <= ceiling) { stop = 'ratio'; break }
+    // Moving on only for the ceiling: the receiver must end at or below it, so
+    // a move never just swaps which server is too hot (noise would churn).
+    const pick = chooseMove(coolest, load[hottest], balanced ? ceiling : Infinity)
     if (pick === null) { stop = 'no-candidate'; break }
     const { donor, position } = pick
     const base = offset[donor]
@@ -237,14 +245,14 @@ function moveColumns (c, ids, { ratio, churnLimit, skipOverBudget, frozen, base,
 /**
  * @param {Array<{start:number,end:number,servers:string[],load:number}>} slices in key order
  * @param {string[]} serverIds every server of the assignment, sorted
- * @param {{ratio:number, churnLimit:number, skipOverBudget?:boolean, frozen?:Set<string>}} limits
- *   churnLimit in keys; frozen = servers that take no part (load unknown)
+ * @param {{ratio:number, meanRatio?:number, churnLimit:number, skipOverBudget?:boolean, frozen?:Set<string>}} limits
+ *   churnLimit in keys; meanRatio 0 = off; frozen = servers that take no part (load unknown)
  * @returns {{ slices: object[], churn: number, ops: object[], stop: string }}
  */
-function movePhase (slices, serverIds, { ratio, churnLimit, skipOverBudget = true, frozen = new Set() }) {
+function movePhase (slices, serverIds, { ratio, meanRatio = 0, churnLimit, skipOverBudget = true, frozen = new Set() }) {
   const index = indexServers(serverIds)
   const c = toColumns(slices, index)
-  const r = moveColumns(c, index.ids, { ratio, churnLimit, skipOverBudget, frozen: frozenFlags(index, frozen) })
+  const r = moveColumns(c, index.ids, { ratio, meanRatio, churnLimit, skipOverBudget, frozen: frozenFlags(index, frozen) })
   return { slices: toWorking(c, index, slices), churn: r.churn, ops: r.ops, stop: r.stop }
 }
 

@@ -139,6 +139,7 @@ describe('chopperRound', () => {
         mergeChurnLimit: 0.2,
         moveChurnLimit: 0.2,
         moveRatio: 1.25,
+        moveMeanRatio: 0,
         skipOverBudgetSlices: true,
         maxSlices: 65536,
         minSliceLength: 1,

@@ -19,6 +19,23 @@ describe('move phase (paper 5.2.3)', () => {
     expect(r.stop).toBe('ratio')
   })
 
+  test('meanRatio: keeps moving while the hottest is above meanRatio x the mean, but only onto receivers that stay at or below it', () => {
+    // Many servers near the mean: a = 120, b..e = 95 each (mean 100). a/coolest = 1.26 >= 1.25 would move anyway;
+    // with a = 118, a/coolest = 1.24 < 1.25: the paper's rule stops, a stays 18 % above the mean.
+    const spec = [[2, 'a', 60], [2, 'a', 40], [2, 'a', 10], [2, 'a', 8], [2, 'b', 95], [2, 'c', 96], [2, 'd', 95], [2, 'e', 96]]
+    const ids = ['a', 'b', 'c', 'd', 'e']
+    const paper = run(spec, ids)
+    expect(paper.ops).toEqual([])
+    expect(paper.stop).toBe('ratio')
+    // meanRatio 1.05: the ceiling is 105.6 (mean 100.6). The 10 (b: 105) and the 8 (d: 103) move;
+    // the 40 or 60 would leave their receiver above the ceiling, so they stay.
+    const r = run(spec, ids, { meanRatio: 1.05 })
+    expect(moves(r)).toEqual([['a', 'b', 10], ['a', 'd', 8]])
+    expect(r.stop).toBe('ratio')
+    // A ceiling no move can reach: nothing swaps which server is too hot.
+    expect(run([[4, 'a', 60], [4, 'a', 60], [4, 'b', 100], [4, 'c', 100]], ['a', 'b', 'c'], { meanRatio: 1.01 }).ops).toEqual([])
+  })
+
   test('the ratio threshold: below it nothing moves, at it the move happens', () => {
     const spec = [[4, 'a', 50], [4, 'a', 30], [4, 'a', 20], [4, 'b', 10]] // hottest / coolest = 10
     const below = run(spec, ['a', 'b'], { ratio: 10.5 })
