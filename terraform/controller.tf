@@ -1,7 +1,9 @@
-# The controller: plain instances (not an autoscaling group) because front
-# ends and app servers are configured with the active one's address. With
-# controller_count > 1 the extras are spread over the other private subnets,
-# ready for the standby that is still to come (see user-data.tf).
+# The controllers: plain instances (not an autoscaling group), because every
+# member is configured with all of their addresses. They are spread over the
+# private subnets, one per zone first. All of them run the same software and
+# configuration: they compete for the leader lease in the state table
+# (dynamodb.tf), the leader runs the balancing rounds, and the others stand
+# by and take over when its lease lapses (docs/controller-ha.md).
 resource "aws_instance" "controller" {
   count = var.controller_count
 
@@ -30,8 +32,15 @@ resource "aws_instance" "controller" {
 
   tags = { Name = "${var.name}-controller-${count.index}", Component = "controller" }
 
-  # A newer Ubuntu image alone is no reason to replace the controller.
+  # The first boot reads the cluster token and opens the state table.
+  depends_on = [aws_iam_role_policy.controller_state, aws_iam_role_policy.cluster_token]
+
   lifecycle {
+    # A newer Ubuntu image alone is no reason to replace a controller.
     ignore_changes = [ami]
+    # Replacements boot (and join the election as standbys) before the old
+    # controllers go, so the state table always has a live leader or a
+    # standby ready to resume from it.
+    create_before_destroy = true
   }
 }

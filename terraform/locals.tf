@@ -19,8 +19,17 @@ locals {
     var.load_driver_enabled ? [var.load_driver_instance_type] : []
   ))
 
-  # One IAM role (and instance profile) per component.
-  node_roles = toset(concat(["controller", "frontend", "appserver"], var.load_driver_enabled ? ["load-driver"] : []))
+  # One IAM role (and instance profile) per component. Every component but
+  # the load driver signs control calls, so reads the cluster token.
+  cluster_token_roles = toset(["controller", "frontend", "appserver"])
+  node_roles          = setunion(local.cluster_token_roles, var.load_driver_enabled ? ["load-driver"] : [])
+
+  # Parameter Store name of the cluster token (cluster-token.tf).
+  cluster_token_parameter = "/${var.name}/cluster-token"
+
+  # The controllers' state table (dynamodb.tf), named after the deployment
+  # so that two deployments can share an account.
+  controller_state_table_name = "${var.name}-controller-state"
 
   # Each kv-cache app server talks to its own redis-server on loopback (paper 6.1).
   redis_url = "redis://127.0.0.1:6379"
@@ -32,6 +41,17 @@ locals {
     "dynamodb:DescribeTable",
     "dynamodb:GetItem",
     "dynamodb:PutItem",
+  ]
+
+  # DynamoDB actions the controllers' state store and leader election issue
+  # (controller/state-store.js), minus CreateTable for the same reason. The
+  # offline test keeps this list in step with the code too.
+  controller_state_dynamodb_actions = [
+    "dynamodb:DeleteItem",
+    "dynamodb:DescribeTable",
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
   ]
 
   # Rendered into every instance's user_data by templates/common.sh.tftpl.

@@ -1,7 +1,8 @@
 # Chopper on AWS: the paper's topology (section 6.3) behind one
 # `terraform apply`. Files by concern: network.tf, security.tf, iam.tf,
-# dynamodb.tf, load-balancer.tf, controller.tf, frontend.tf, appserver.tf,
-# load-driver.tf, user-data.tf (boot scripts), outputs.tf.
+# dynamodb.tf, cluster-token.tf, load-balancer.tf, controller.tf,
+# frontend.tf and appserver.tf (both modules/member), load-driver.tf,
+# user-data.tf (boot scripts), outputs.tf.
 
 provider "aws" {
   region = var.region

@@ -3,18 +3,13 @@ output "public_url" {
   value       = "http://${aws_lb.frontend.dns_name}"
 }
 
-output "controller_private_address" {
-  description = "Private IP address of the active controller (the one front ends and app servers register with)."
-  value       = aws_instance.controller[0].private_ip
-}
-
-output "controller_url" {
-  description = "Controller URL inside the VPC (CHOPPER_CONTROLLER_URL of front ends and app servers)."
-  value       = local.controller_url
+output "controller_urls" {
+  description = "Every controller's URL inside the VPC, comma-separated: the CHOPPER_CONTROLLER_URL of front ends and app servers. Whichever leads answers; a standby names the leader."
+  value       = local.controller_urls
 }
 
 output "controller_private_addresses" {
-  description = "Private IP addresses of every controller instance, the active one first."
+  description = "Private IP addresses of the controller instances (one leads, the others stand by)."
   value       = aws_instance.controller[*].private_ip
 }
 
@@ -23,8 +18,18 @@ output "controller_instance_ids" {
   value       = aws_instance.controller[*].id
 }
 
+output "controller_state_table_name" {
+  description = "Name of the DynamoDB table holding the controllers' leader lease and persisted state."
+  value       = aws_dynamodb_table.controller_state.name
+}
+
+output "cluster_token_parameter" {
+  description = "Parameter Store name of the cluster token (a SecureString). The value itself is never output."
+  value       = aws_ssm_parameter.cluster_token.name
+}
+
 output "table_name" {
-  description = "Name of the DynamoDB table."
+  description = "Name of the kv-cache app's DynamoDB table."
   value       = aws_dynamodb_table.kv.name
 }
 
@@ -35,12 +40,12 @@ output "load_driver_instance_id" {
 
 output "frontend_asg_name" {
   description = "Name of the front ends' autoscaling group."
-  value       = aws_autoscaling_group.frontend.name
+  value       = module.frontend.autoscaling_group_name
 }
 
 output "appserver_asg_name" {
   description = "Name of the app servers' autoscaling group."
-  value       = aws_autoscaling_group.appserver.name
+  value       = module.appserver.autoscaling_group_name
 }
 
 output "vpc_id" {

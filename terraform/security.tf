@@ -3,7 +3,8 @@
 # control-plane port (controller, front-end and app-server control
 # listeners) admits traffic only from the cluster's own security groups,
 # never from a CIDR block. Every group may send anywhere: instances fetch
-# packages at boot and reach DynamoDB and SSM through NAT.
+# packages at boot and reach DynamoDB and SSM (Parameter Store, Session
+# Manager) through NAT.
 
 resource "aws_security_group" "lb" {
   name        = "${var.name}-lb"
@@ -133,17 +134,9 @@ resource "aws_vpc_security_group_ingress_rule" "controller_from_appserver" {
   to_port                      = var.controller_port
 }
 
-# Controllers reach each other: the standby to come will follow the active one.
-resource "aws_vpc_security_group_ingress_rule" "controller_from_controller" {
-  security_group_id            = aws_security_group.controller.id
-  description                  = "Controller to controller (standby)"
-  referenced_security_group_id = aws_security_group.controller.id
-  ip_protocol                  = "tcp"
-  from_port                    = var.controller_port
-  to_port                      = var.controller_port
-}
-
-# Experiments read /v1/status (imbalance, assignment) while they run.
+# Experiments read /v1/status (imbalance, assignment) while they run. The
+# controllers need no rule between themselves: they meet only in the state
+# table, through DynamoDB.
 resource "aws_vpc_security_group_ingress_rule" "controller_from_load_driver" {
   security_group_id            = aws_security_group.controller.id
   description                  = "Status reads from the load driver during experiments"

@@ -175,9 +175,9 @@ variable "controller_instance_type" {
 }
 
 variable "controller_count" {
-  description = "Number of controller instances, spread over the private subnets. The first is the active one that front ends and app servers register with; the others boot the same software and stay idle until standby promotion exists."
+  description = "Number of controller instances, spread over the private subnets. They elect one leader through the state table; the others stand by and take over when its lease lapses. 1 runs without a standby."
   type        = number
-  default     = 1
+  default     = 2
 
   validation {
     condition     = var.controller_count >= 1 && var.controller_count <= 3 && floor(var.controller_count) == var.controller_count

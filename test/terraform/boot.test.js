@@ -2,39 +2,70 @@
 
 // The environment files the boot scripts write, run by the real entry
 // points the systemd units start: `node bin/<component>.js` with exactly that
-// environment (plus PATH), as EnvironmentFile= gives it. Only what belongs to
-// the machine is rewritten, after checking it is what the deployment sets:
+// environment (plus PATH), as EnvironmentFile= gives it. As many controllers
+// as controller_count deploys run from the one controller file, sharing a
+// state table created with dynamodb.tf's key schema, and the members get
+// every one of them in their controller list. Only what belongs to the
+// machine is rewritten, after checking it is what the deployment sets:
 // listen and advertise addresses become 127.0.0.1, ports become free ones,
-// and for kv-cache the DynamoDB endpoint and Redis URL point at a local
-// dynalite and redis-server. Every variable name and every other value is
-// the deployment's own.
+// instance ids differ per controller, and the DynamoDB endpoints and the
+// Redis URL point at a local dynalite and redis-server. Every variable name
+// and every other value is the deployment's own.
 
 const { freePort } = require('../../core/http')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { DynamoDBClient, GetItemCommand } = require('@aws-sdk/client-dynamodb')
+const { DynamoDBClient, CreateTableCommand, GetItemCommand } = require('@aws-sdk/client-dynamodb')
 const { pollUntil } = require('../../core/poll')
 const { startDynalite, spawnRedis } = require('../../apps/kv-cache/embedded')
 const { call } = require('../helpers/http')
-const { ROOT, loadConfig } = require('./terraform-config')
+const { ENV } = require('../../core/settings')
+const { ROOT, loadConfig, resolve } = require('./terraform-config')
 const { COMPONENTS, BOOT_VALUES, createRenderer } = require('./user-data-render')
 
-const PORT_VARS = ['CHOPPER_CONTROLLER_PORT', 'CHOPPER_FRONTEND_PORT', 'CHOPPER_FRONTEND_CONTROL_PORT', 'CHOPPER_APP_PORT', 'CHOPPER_APP_CONTROL_PORT']
+const PORT_VARS = ['CHOPPER_FRONTEND_PORT', 'CHOPPER_FRONTEND_CONTROL_PORT', 'CHOPPER_APP_PORT', 'CHOPPER_APP_CONTROL_PORT']
 const HOST_VARS = ['CHOPPER_CONTROLLER_HOST', 'CHOPPER_FRONTEND_HOST', 'CHOPPER_APP_HOST']
+// Whether bin/controller.js reads the state-store settings yet (issue 11):
+// until then each controller keeps its state in memory and members use the
+// first one in their list.
+const CONTROLLERS_SHARE_STATE = Object.hasOwn(ENV.controller, 'CHOPPER_STATE_TABLE')
 
+let model
 let renderer
 const cleanups = []
 
 beforeAll(async () => {
-  renderer = createRenderer(await loadConfig())
+  model = await loadConfig()
+  renderer = createRenderer(model)
 })
 
 afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn()
 })
 
-/** The env file the deployment writes for `component`, made runnable on this machine. */
-function localEnv (component, { ports, overrides = {}, replace = {} }) {
+const dynamoClient = (endpoint) => {
+  const client = new DynamoDBClient({ region: 'us-west-2', endpoint, credentials: { accessKeyId: 'x', secretAccessKey: 'x' } })
+  cleanups.push(() => client.destroy())
+  return client
+}
+
+/** The controllers' state table as Terraform creates it (dynamodb.tf), in a local dynalite. */
+async function createStateTable (endpoint) {
+  const table = resolve(model, model.resource.aws_dynamodb_table.controller_state)
+  await dynamoClient(endpoint).send(new CreateTableCommand({
+    TableName: table.name,
+    BillingMode: table.billing_mode,
+    AttributeDefinitions: table.attribute.map((a) => ({ AttributeName: a.name, AttributeType: a.type })),
+    KeySchema: [{ AttributeName: table.hash_key, KeyType: 'HASH' }]
+  }))
+  return table.name
+}
+
+/**
+ * The env file the deployment writes for `component`, made runnable on this
+ * machine. `controller` is the index of the controller instance it stands for.
+ */
+function localEnv (component, { ports, overrides = {}, replace = {}, controller = 0 }) {
   const env = renderer.writtenEnv(renderer.userData(component, overrides), component)
   const out = { ...env }
   for (const name of HOST_VARS) {
@@ -48,9 +79,20 @@ function localEnv (component, { ports, overrides = {}, replace = {} }) {
     out.CHOPPER_ADVERTISE_HOST = '127.0.0.1'
   }
   if ('CHOPPER_CONTROLLER_URL' in env) {
-    const url = new URL(env.CHOPPER_CONTROLLER_URL)
-    expect(url.port).toBe(String(ports.deployed.CHOPPER_CONTROLLER_PORT))
-    out.CHOPPER_CONTROLLER_URL = `http://127.0.0.1:${ports.local.CHOPPER_CONTROLLER_PORT}`
+    // Every controller, in order: the i-th deployed address is controller i here.
+    const urls = env.CHOPPER_CONTROLLER_URL.split(',').map((u) => new URL(u))
+    expect(urls.map((u) => u.port)).toEqual(ports.controllers.map(() => String(ports.deployed.CHOPPER_CONTROLLER_PORT)))
+    out.CHOPPER_CONTROLLER_URL = ports.controllers.map((p) => `http://127.0.0.1:${p}`).join(',')
+  }
+  if (component === 'controller') {
+    expect(env.CHOPPER_CONTROLLER_PORT).toBe(String(ports.deployed.CHOPPER_CONTROLLER_PORT))
+    out.CHOPPER_CONTROLLER_PORT = String(ports.controllers[controller])
+    // Each controller is its own instance, with its own id in the leader lease.
+    expect(env.CHOPPER_CONTROLLER_ID).toBe(BOOT_VALUES.INSTANCE_ID)
+    out.CHOPPER_CONTROLLER_ID = `${BOOT_VALUES.INSTANCE_ID.slice(0, -1)}${controller}`
+    // The state table in DynamoDB, here in the local dynalite.
+    expect(new URL(env.CHOPPER_STATE_ENDPOINT).hostname).toBe('dynamodb.us-west-2.amazonaws.com')
+    out.CHOPPER_STATE_ENDPOINT = ports.dynamoEndpoint
   }
   for (const name of PORT_VARS) {
     if (name in env) out[name] = String(ports.local[name])
@@ -86,19 +128,47 @@ function startEntry (entry, env) {
   return { child, output: () => output, exited: () => exited }
 }
 
-async function portsFor () {
+async function portsFor (dynamoEndpoint) {
   const local = {}
   for (const name of PORT_VARS) local[name] = await freePort()
+  const controllers = []
+  for (let i = 0; i < model.variable.controller_count.default; i++) controllers.push(await freePort())
   const envOf = (c) => renderer.writtenEnv(renderer.userData(c), c)
   const deployed = { ...envOf('controller'), ...envOf('frontend'), ...envOf('appserver') }
-  return { local, deployed: Object.fromEntries(PORT_VARS.map((n) => [n, Number(deployed[n])])) }
+  return { local, controllers, dynamoEndpoint, deployed: Object.fromEntries([...PORT_VARS, 'CHOPPER_CONTROLLER_PORT'].map((n) => [n, Number(deployed[n])])) }
 }
 
-/** Boot controller, one app server and one front end from the deployment's env files; resolve once the front end routes. */
-async function bootCluster ({ app, replace = {} }) {
-  const ports = await portsFor()
+/** /v1/status of every controller, in order. */
+const statuses = (ports) => Promise.all(ports.controllers.map(async (p) => (await call(`http://127.0.0.1:${p}/v1/status`)).body))
+/** The status of the controller that leads (without a shared state table, the first: members register there). */
+const leaderStatus = async (ports) => (await statuses(ports)).find((s) => s.role !== 'standby')
+
+/**
+ * Boot the deployment's controllers (controller_count of them, sharing a
+ * state table in `dynalite`), one app server and one front end from the
+ * deployment's env files; resolve once the front end routes.
+ */
+async function bootCluster ({ app, dynalite, replace = {} }) {
+  const table = await createStateTable(dynalite.endpoint)
+  const ports = await portsFor(dynalite.endpoint)
   const procs = {}
-  procs.controller = startEntry(COMPONENTS.controller.entry, localEnv('controller', { ports }))
+  const startController = (i) => {
+    procs[`controller ${i}`] = startEntry(COMPONENTS.controller.entry, localEnv('controller', { ports, controller: i }))
+  }
+  // The first controller in the members' lists leads (it starts alone and
+  // the others find its lease), so losing the leader sends members on
+  // through their lists.
+  startController(0)
+  if (CONTROLLERS_SHARE_STATE) {
+    await pollUntil(async () => {
+      try {
+        return (await call(`http://127.0.0.1:${ports.controllers[0]}/v1/status`)).body.role === 'leader'
+      } catch {
+        return false
+      }
+    }, { timeoutMs: 20000, intervalMs: 50, what: 'the first controller to lead' })
+  }
+  for (let i = 1; i < ports.controllers.length; i++) startController(i)
   procs.appserver = startEntry(COMPONENTS.appserver.entry, localEnv('appserver', { ports, overrides: { app }, replace }))
   procs.frontend = startEntry(COMPONENTS.frontend.entry, localEnv('frontend', { ports }))
   const base = `http://127.0.0.1:${ports.local.CHOPPER_FRONTEND_PORT}`
@@ -114,22 +184,73 @@ async function bootCluster ({ app, replace = {} }) {
       }
     }, { timeoutMs: 30000, intervalMs: 100, what: 'the front end to report healthy' })
   } catch (err) {
-    err.message += `\n--- controller:\n${procs.controller.output()}\n--- appserver:\n${procs.appserver.output()}\n--- frontend:\n${procs.frontend.output()}`
+    err.message += Object.entries(procs).map(([name, p]) => `\n--- ${name}:\n${p.output()}`).join('')
     throw err
   }
-  return { base, ports, procs }
+  return { base, ports, procs, table }
+}
+
+/** With a shared state table: exactly one controller leads, and its lease is in the table. */
+async function expectOneLeader ({ ports, table }, client) {
+  if (!CONTROLLERS_SHARE_STATE) return
+  const roles = (await statuses(ports)).map((s) => s.role).sort()
+  expect(roles).toEqual(['leader', ...ports.controllers.slice(1).map(() => 'standby')])
+  const lease = await client.send(new GetItemCommand({ TableName: table, Key: { pk: { S: 'lease' } }, ConsistentRead: true }))
+  expect(lease.Item).toBeDefined()
 }
 
 test('compute: the deployment\'s env files boot a routing cluster through the real entry points', async () => {
-  const { base, ports } = await bootCluster({ app: 'compute' })
-  const res = await call(`${base}/compute?key=user-1&n=100`)
+  const dynalite = await startDynalite()
+  cleanups.push(() => dynalite.close())
+  const cluster = await bootCluster({ app: 'compute', dynalite })
+  const res = await call(`${cluster.base}/compute?key=user-1&n=100`)
   expect(res.status).toBe(200)
   expect(res.body).toMatchObject({ key: 'user-1', n: 100 })
   // Both registered under their instance ids, as the boot scripts set them.
-  const status = await call(`http://127.0.0.1:${ports.local.CHOPPER_CONTROLLER_PORT}/v1/status`)
-  expect(Object.keys(status.body.servers)).toEqual([BOOT_VALUES.INSTANCE_ID])
-  expect(Object.keys(status.body.frontends)).toEqual([BOOT_VALUES.INSTANCE_ID])
-  expect(status.body.strategy).toBe('chopper')
+  const status = await leaderStatus(cluster.ports)
+  expect(Object.keys(status.servers)).toEqual([BOOT_VALUES.INSTANCE_ID])
+  expect(Object.keys(status.frontends)).toEqual([BOOT_VALUES.INSTANCE_ID])
+  expect(status.strategy).toBe('chopper')
+  expect(cluster.ports.controllers).toHaveLength(2) // controller_count's default
+  await expectOneLeader(cluster, dynamoClient(dynalite.endpoint))
+  // The members registered with the token their boot read; a call without
+  // it is refused, so the controllers really run with it.
+  if (Object.hasOwn(ENV.controller, 'CHOPPER_CLUSTER_TOKEN')) {
+    const leader = cluster.ports.controllers[0]
+    const forged = await call(`http://127.0.0.1:${leader}/v1/servers`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id: BOOT_VALUES.INSTANCE_ID, url: 'http://127.0.0.1:1', controlUrl: 'http://127.0.0.1:2' })
+    })
+    expect(forged.status).toBe(401)
+  }
+})
+
+;(CONTROLLERS_SHARE_STATE ? test : test.skip)('compute: when the leading controller\'s instance dies, the standby leads and the members follow it', async () => {
+  const dynalite = await startDynalite()
+  cleanups.push(() => dynalite.close())
+  const cluster = await bootCluster({ app: 'compute', dynalite })
+  // The leader is the first controller of the members' lists.
+  expect((await statuses(cluster.ports)).map((s) => s.role)).toEqual(['leader', 'standby'])
+  // An instance lost, not a clean stop: no lease release, no goodbye.
+  cluster.procs['controller 0'].child.kill('SIGKILL')
+  const survivor = cluster.ports.controllers[1]
+  // The new leader restores the membership with a fresh member lease each;
+  // past two lease periods only the app server's own calls (renewals, or a
+  // registration again if a renewal came late) keep it in, and those find
+  // the new leader through the controller list the deployment gave it.
+  // With the first controller alone in the list, this never holds.
+  const memberLeaseMs = ENV.controller.CHOPPER_LEASE_MS.default
+  let ledSince = null
+  await pollUntil(async () => {
+    const s = (await call(`http://127.0.0.1:${survivor}/v1/status`)).body
+    if (s.role !== 'leader') return false
+    ledSince ??= Date.now()
+    const server = s.servers[BOOT_VALUES.INSTANCE_ID]
+    return Date.now() - ledSince > 2 * memberLeaseMs && Boolean(server) && server.leaseRemainingMs > 0
+  }, { timeoutMs: 20000, intervalMs: 100, what: 'the standby to lead, with the app server renewing its lease there' })
+  const res = await call(`${cluster.base}/compute?key=user-2&n=10`)
+  expect(res.status).toBe(200)
 })
 
 test('kv-cache: writes land in the deployment\'s table, read back through the front end', async () => {
@@ -138,10 +259,12 @@ test('kv-cache: writes land in the deployment\'s table, read back through the fr
   const redis = await spawnRedis()
   if (!redis) throw new Error('redis-server is not installed (apt-get install -y redis-server)')
   cleanups.push(() => redis.close())
-  const { base } = await bootCluster({
+  const cluster = await bootCluster({
     app: 'kv-cache',
+    dynalite,
     replace: { CHOPPER_DDB_ENDPOINT: dynalite.endpoint, REDIS_URL: redis.url }
   })
+  const { base } = cluster
   const put = await call(`${base}/kv?key=greeting`, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'hello' })
   expect(put.status).toBeLessThan(300)
   const got = await call(`${base}/kv?key=greeting`)
@@ -149,8 +272,8 @@ test('kv-cache: writes land in the deployment\'s table, read back through the fr
   expect(got.body).toBe('hello')
   // The table named by the deployment (var.ddb_table_name) holds the item.
   const table = renderer.writtenEnv(renderer.userData('appserver', { app: 'kv-cache' }), 'appserver').CHOPPER_DDB_TABLE
-  const client = new DynamoDBClient({ region: 'us-west-2', endpoint: dynalite.endpoint, credentials: { accessKeyId: 'x', secretAccessKey: 'x' } })
-  cleanups.push(() => client.destroy())
+  const client = dynamoClient(dynalite.endpoint)
   const item = await client.send(new GetItemCommand({ TableName: table, Key: { k: { S: 'greeting' } } }))
   expect(Buffer.from(item.Item.v.B).toString()).toBe('hello')
+  await expectOneLeader(cluster, client)
 })

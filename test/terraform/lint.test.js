@@ -27,8 +27,12 @@ test('tflint is configured with the bundled terraform ruleset, every rule on', (
   expect(r.status).toBe(0)
 })
 
-;(tflintBin() ? test : test.skip)('tflint reports nothing', () => {
-  const r = spawnSync(tflintBin(), ['--chdir', TF_DIR, '--format', 'compact', '--no-color', '--minimum-failure-severity=notice'], {
+// The root module, and each local module with the same configuration
+// (tflint lints one directory at a time; a module is checked as its own).
+const MODULE_DIRS = [TF_DIR, ...fs.readdirSync(path.join(TF_DIR, 'modules')).map((m) => path.join(TF_DIR, 'modules', m))]
+
+;(tflintBin() ? test.each : test.skip.each)(MODULE_DIRS.map((d) => path.relative(ROOT, d)))('tflint reports nothing in %s', (dir) => {
+  const r = spawnSync(tflintBin(), ['--chdir', path.join(ROOT, dir), '--config', path.join(TF_DIR, '.tflint.hcl'), '--format', 'compact', '--no-color', '--minimum-failure-severity=notice'], {
     env: { ...process.env, TFLINT_PLUGIN_DIR: path.join(process.env.TFLINT_CACHE_DIR || path.join(ROOT, '.tflint-cache'), 'plugins') },
     encoding: 'utf8',
     timeout: 60000

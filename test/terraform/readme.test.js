@@ -21,7 +21,8 @@ test('every variable the README names is declared', () => {
     ...[...readme.matchAll(/-var ([a-z_]+)=/g)].map((m) => m[1]),
     ...[...readme.matchAll(/`([a-z][a-z0-9_]+)`/g)].map((m) => m[1]).filter((n) => n.includes('_') && !n.startsWith('chopper_'))
   ])
-  const known = new Set([...Object.keys(model.variable), ...Object.keys(model.output)])
+  // Resource types count too (`random_password`), as the README names resources.
+  const known = new Set([...Object.keys(model.variable), ...Object.keys(model.output), ...Object.keys(model.resource)])
   expect([...named].filter((n) => !known.has(n))).toEqual([])
   expect(named.size).toBeGreaterThan(15)
 })
@@ -33,7 +34,7 @@ test('every output the README reads exists', () => {
 })
 
 test('every repository file the README points to exists', () => {
-  const files = [...readme.matchAll(/\b((?:loadgen|wrk2-scripts|core|apps)\/[\w./-]+\.(?:js|lua|yaml|json))\b/g)].map((m) => m[1])
+  const files = [...readme.matchAll(/\b((?:loadgen|wrk2-scripts|core|apps|controller|docs)\/[\w./-]+\.(?:js|lua|yaml|json|md))\b/g)].map((m) => m[1])
   const specs = [...readme.matchAll(/`((?:kv|compute)-\d+keys-[\w{},-]+)`/g)].map((m) => m[1])
   const expanded = specs.flatMap((s) => {
     const brace = /^(.*)\{([^}]+)\}$/.exec(s)

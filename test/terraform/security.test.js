@@ -4,13 +4,15 @@
 // Security posture of terraform/, checked on the parsed configuration:
 // no control-plane port is reachable from a CIDR block (let alone
 // 0.0.0.0/0), the load balancer reaches only the front ends' data port, SSH
-// is off by default, IMDSv2 is required, and IAM grants only the DynamoDB
-// actions the kv-cache code issues, on its one table.
+// is off by default, IMDSv2 is required, and IAM grants only what the code
+// calls: the DynamoDB actions the kv-cache app and the controllers' state
+// store issue, each on its one table, and the cluster token parameter to the
+// components that sign control calls.
 
 const fs = require('node:fs')
 const path = require('node:path')
 const { DEFAULT_PORTS } = require('../../core/settings')
-const { ROOT, loadConfig, resolve, terraformBin, scratchModule } = require('./terraform-config')
+const { ROOT, loadConfig, childModules, resolve, terraformBin, scratchModule } = require('./terraform-config')
 
 const CONTROL_PLANE = [DEFAULT_PORTS.controller, DEFAULT_PORTS.frontendControl, DEFAULT_PORTS.appControl]
 const CIDR_KEYS = ['cidr_ipv4', 'cidr_ipv6', 'cidr_blocks', 'ipv6_cidr_blocks', 'prefix_list_id', 'prefix_list_ids']
@@ -22,6 +24,9 @@ beforeAll(async () => {
 })
 
 const resources = (type) => Object.entries(model.resource[type] || {})
+/** Resources of `type` in the local modules the root calls, named `<module source>:<name>`. */
+const moduleResources = (type) => childModules(model).flatMap(({ source, model: child }) => Object.entries(child.resource[type] || {}).map(([n, r]) => [`${source}:${n}`, r]))
+const MEMBERS = ['frontend', 'appserver']
 const sgOf = (expr) => (/^\$\{aws_security_group\.(\w+)\.id\}$/.exec(expr) || [])[1]
 
 /** Every ingress rule, whatever resource style declares it, as { name, sg, from, to, cidr, source }. */
@@ -81,7 +86,6 @@ test('each security group admits exactly the expected ports from the expected gr
     `appserver:${DEFAULT_PORTS.app}<-frontend`,
     `appserver:${DEFAULT_PORTS.appControl}<-controller`,
     `controller:${DEFAULT_PORTS.controller}<-appserver`,
-    `controller:${DEFAULT_PORTS.controller}<-controller`,
     `controller:${DEFAULT_PORTS.controller}<-frontend`,
     `controller:${DEFAULT_PORTS.controller}<-load_driver`,
     `frontend:${DEFAULT_PORTS.frontend}<-lb`,
@@ -104,27 +108,33 @@ test('the load balancer listens on 80 and sends only to the front ends\' data po
   const tg = model.resource.aws_lb_target_group.frontend
   expect(resolve(model, tg.port)).toBe(DEFAULT_PORTS.frontend)
   expect(tg.health_check[0]).toMatchObject({ protocol: 'HTTP', path: '/healthz', port: 'traffic-port' })
-  expect(model.resource.aws_autoscaling_group.frontend.target_group_arns).toEqual(['${aws_lb_target_group.frontend.arn}'])
+  // Front ends join the target group; app servers join none.
+  expect(model.module.frontend.target_group_arns).toEqual(['${aws_lb_target_group.frontend.arn}'])
+  expect(model.module.frontend.health_check_type).toBe('ELB')
+  expect(model.module.appserver.target_group_arns).toBeUndefined()
+  expect(model.modules.appserver.variable.target_group_arns.default).toEqual([])
+  expect(moduleResources('aws_autoscaling_group').map(([, g]) => g.target_group_arns)).toEqual(['${var.target_group_arns}'])
   // The front ends' /healthz really is on the data port.
   expect(fs.readFileSync(path.join(ROOT, 'frontend/frontend.js'), 'utf8')).toMatch(/reserved\.get\('\/healthz'/)
 })
 
 test('front ends, app servers and controllers live in private subnets; only the balancer and load driver are public', () => {
-  for (const name of ['frontend', 'appserver']) {
-    expect(model.resource.aws_autoscaling_group[name].vpc_zone_identifier).toBe('${local.private_subnet_ids}')
-  }
+  for (const name of MEMBERS) expect({ name, subnets: model.module[name].subnet_ids }).toEqual({ name, subnets: '${local.private_subnet_ids}' })
+  expect(moduleResources('aws_autoscaling_group').map(([, g]) => g.vpc_zone_identifier)).toEqual(['${var.subnet_ids}'])
   expect(model.resource.aws_instance.controller.subnet_id).toMatch(/local\.private_subnet_ids/)
   expect(model.resource.aws_instance.controller.associate_public_ip_address).toBeUndefined()
   expect(model.resource.aws_lb.frontend.subnets).toBe('${local.public_subnet_ids}')
   expect(model.resource.aws_instance.load_driver.subnet_id).toMatch(/local\.public_subnet_ids/)
-  for (const [name, lt] of resources('aws_launch_template')) {
+  for (const [name, lt] of [...resources('aws_launch_template'), ...moduleResources('aws_launch_template')]) {
     expect({ name, public: (lt.network_interfaces || []).some((n) => n.associate_public_ip_address === true) }).toEqual({ name, public: false })
   }
 })
 
 test('every launch template and instance requires IMDSv2 and encrypts its root volume', () => {
-  const launchers = [...resources('aws_launch_template'), ...resources('aws_instance')]
-  expect(launchers.length).toBe(4)
+  // One launch template (the member module's, used by front ends and app
+  // servers) and two instances (controllers, load driver).
+  const launchers = [...resources('aws_launch_template'), ...moduleResources('aws_launch_template'), ...resources('aws_instance')]
+  expect(launchers.map(([name]) => name).sort()).toEqual(['./modules/member:this', 'controller', 'load_driver'])
   for (const [name, r] of launchers) {
     expect({ name, tokens: r.metadata_options && r.metadata_options[0].http_tokens }).toEqual({ name, tokens: 'required' })
     const volume = r.root_block_device ? r.root_block_device[0] : r.block_device_mappings[0].ebs[0]
@@ -133,14 +143,15 @@ test('every launch template and instance requires IMDSv2 and encrypts its root v
 })
 
 /**
- * Sources of the kv-cache app as it runs on an app server: the files
- * reachable by relative require() from apps/kv-cache/index.js. Scripts
- * beside it (measure.js, a local benchmark) are not part of the app.
+ * Source files that `entry` reaches through relative require() calls, within
+ * `dirs` (relative to the repository): the code as it runs in production.
+ * Scripts beside it (a local benchmark, say) are not part of it.
  */
-function kvCacheRuntimeSources () {
+function runtimeSources (entry, dirs) {
+  const roots = dirs.map((d) => path.join(ROOT, d) + path.sep)
   const seen = new Map()
   const visit = (file) => {
-    if (seen.has(file) || !file.startsWith(path.join(ROOT, 'apps/kv-cache'))) return
+    if (seen.has(file) || !roots.some((r) => file.startsWith(r))) return
     const text = fs.readFileSync(file, 'utf8')
     seen.set(file, text)
     for (const m of text.matchAll(/require\('(\.{1,2}\/[^']+)'\)/g)) {
@@ -148,35 +159,80 @@ function kvCacheRuntimeSources () {
       visit(fs.existsSync(`${target}.js`) ? `${target}.js` : path.join(target, 'index.js'))
     }
   }
-  visit(path.join(ROOT, 'apps/kv-cache/index.js'))
+  visit(path.join(ROOT, entry))
   expect(seen.size).toBeGreaterThan(3)
   return [...seen.values()]
 }
 
-test('IAM: SSM for every role; DynamoDB only for kv-cache app servers, only the actions the code issues, only on the table', () => {
-  // Commands the kv-cache app sends (new XCommand(...)), as IAM actions.
+/** The DynamoDB commands some sources send (new XCommand(...)), as IAM actions, minus CreateTable: Terraform creates the tables. */
+function dynamoActions (sources) {
   const used = new Set()
-  for (const text of kvCacheRuntimeSources()) {
+  for (const text of sources) {
     if (!text.includes('@aws-sdk/client-dynamodb')) continue
     for (const m of text.matchAll(/new (\w+)Command\(/g)) used.add(`dynamodb:${m[1]}`)
   }
   expect(used.has('dynamodb:GetItem')).toBe(true)
-  // Terraform creates the table; the app only finds it ACTIVE.
   used.delete('dynamodb:CreateTable')
+  return [...used].sort()
+}
+
+/** The one statement of a policy document, checked to be what every document here is: one statement, one resource. */
+function onlyStatement (docName) {
+  const doc = model.data.aws_iam_policy_document[docName]
+  expect({ docName, statements: doc.statement.length }).toEqual({ docName, statements: 1 })
+  return doc.statement[0]
+}
+
+test('IAM: kv-cache app servers may issue exactly the DynamoDB actions the app sends, on the kv table only', () => {
   const actions = resolve(model, model.locals.kv_cache_dynamodb_actions)
-  expect([...actions].sort()).toEqual([...used].sort())
+  expect([...actions].sort()).toEqual(dynamoActions(runtimeSources('apps/kv-cache/index.js', ['apps/kv-cache'])))
+  const statement = onlyStatement('appserver_dynamodb')
+  expect(statement.actions).toBe('${local.kv_cache_dynamodb_actions}')
+  expect(statement.resources).toEqual(['${aws_dynamodb_table.kv.arn}'])
+  expect(statement.effect ?? 'Allow').toBe('Allow')
+  const policy = model.resource.aws_iam_role_policy.appserver_dynamodb
+  expect(policy.role).toBe('${aws_iam_role.node["appserver"].id}')
+  expect(policy.count).toBe('${local.kv_cache ? 1 : 0}')
+  expect(policy.policy).toBe('${data.aws_iam_policy_document.appserver_dynamodb.json}')
+})
 
-  const doc = model.data.aws_iam_policy_document.appserver_dynamodb
-  expect(doc.statement).toHaveLength(1)
-  expect(doc.statement[0].actions).toBe('${local.kv_cache_dynamodb_actions}')
-  expect(doc.statement[0].resources).toEqual(['${aws_dynamodb_table.kv.arn}'])
-  expect(doc.statement[0].effect ?? 'Allow').toBe('Allow')
+test('IAM: controllers may issue exactly the DynamoDB actions their state store sends, on the state table only', () => {
+  // bin/controller.js and everything it runs: the controller, its state
+  // store and leader election, the shared core.
+  const actions = resolve(model, model.locals.controller_state_dynamodb_actions)
+  expect([...actions].sort()).toEqual(dynamoActions(runtimeSources('bin/controller.js', ['bin', 'cli', 'controller', 'core'])))
+  const statement = onlyStatement('controller_state')
+  expect(statement.actions).toBe('${local.controller_state_dynamodb_actions}')
+  expect(statement.resources).toEqual(['${aws_dynamodb_table.controller_state.arn}'])
+  expect(statement.effect ?? 'Allow').toBe('Allow')
+  const policy = model.resource.aws_iam_role_policy.controller_state
+  expect(policy.role).toBe('${aws_iam_role.node["controller"].id}')
+  expect(policy.count).toBeUndefined()
+  expect(policy.policy).toBe('${data.aws_iam_policy_document.controller_state.json}')
+})
 
-  // The only inline policy is that one, on the app-server role, when the app is kv-cache.
-  const inline = resources('aws_iam_role_policy')
-  expect(inline.map(([n]) => n)).toEqual(['appserver_dynamodb'])
-  expect(inline[0][1].role).toBe('${aws_iam_role.node["appserver"].id}')
-  expect(inline[0][1].count).toBe('${local.kv_cache ? 1 : 0}')
+test('IAM: the cluster token is readable by controllers, front ends and app servers only', () => {
+  const read = onlyStatement('cluster_token_read')
+  expect(read).toMatchObject({ actions: ['ssm:GetParameter'], resources: ['${aws_ssm_parameter.cluster_token.arn}'] })
+  expect(read.effect ?? 'Allow').toBe('Allow')
+  const policy = model.resource.aws_iam_role_policy.cluster_token
+  expect(policy).toMatchObject({ for_each: '${local.cluster_token_roles}', role: '${aws_iam_role.node[each.key].id}', policy: '${data.aws_iam_policy_document.cluster_token_read.json}' })
+  expect(model.locals.cluster_token_roles).toBe('${toset(["controller", "frontend", "appserver"])}')
+  // AmazonSSMManagedInstanceCore allows ssm:GetParameter(s) on every
+  // parameter, and aws/ssm decrypts for the whole account: the load driver,
+  // which signs nothing, is denied the token explicitly.
+  const deny = onlyStatement('cluster_token_deny')
+  expect(deny).toMatchObject({ effect: 'Deny', resources: ['${aws_ssm_parameter.cluster_token.arn}'] })
+  expect([...deny.actions].sort()).toEqual(['ssm:GetParameter', 'ssm:GetParameterHistory', 'ssm:GetParameters'])
+  expect(model.resource.aws_iam_role_policy.load_driver_no_cluster_token).toMatchObject({
+    count: '${local.load_driver_count}',
+    role: '${aws_iam_role.node["load-driver"].id}',
+    policy: '${data.aws_iam_policy_document.cluster_token_deny.json}'
+  })
+})
+
+test('IAM: SSM Session Manager for every role, no other managed policy, and no wildcard anywhere', () => {
+  expect(resources('aws_iam_role_policy').map(([n]) => n).sort()).toEqual(['appserver_dynamodb', 'cluster_token', 'controller_state', 'load_driver_no_cluster_token'])
   expect(model.resource.aws_iam_policy).toBeUndefined()
   // Managed policies: Session Manager only.
   const attachments = resources('aws_iam_role_policy_attachment')
@@ -189,14 +245,23 @@ test('IAM: SSM for every role; DynamoDB only for kv-cache app servers, only the 
   }
 })
 
-test('the DynamoDB table is on-demand with the key schema dynamo-store.js uses, named by variable', () => {
-  const store = fs.readFileSync(path.join(ROOT, 'apps/kv-cache/dynamo-store.js'), 'utf8')
+/** The hash key a store creates its table with (its CreateTable call): [name, type]. */
+function storeKey (file) {
+  const store = fs.readFileSync(path.join(ROOT, file), 'utf8')
   const key = /KeySchema:\s*\[\s*\{\s*AttributeName:\s*'([^']+)',\s*KeyType:\s*'HASH'\s*\}\s*\]/.exec(store)
   const type = key && new RegExp(`AttributeName:\\s*'${key[1]}',\\s*AttributeType:\\s*'(\\w)'`).exec(store)
-  expect(key && type).toBeTruthy()
-  const table = model.resource.aws_dynamodb_table.kv
-  expect(table).toMatchObject({ name: '${var.ddb_table_name}', billing_mode: 'PAY_PER_REQUEST', hash_key: key[1] })
-  expect(table.attribute).toEqual([{ name: key[1], type: type[1] }])
+  expect({ file, found: Boolean(key && type) }).toEqual({ file, found: true })
+  return [key[1], type[1]]
+}
+
+test.each([
+  ['kv', 'apps/kv-cache/dynamo-store.js', '${var.ddb_table_name}'],
+  ['controller_state', 'controller/state-store.js', '${local.controller_state_table_name}']
+])('the %s table is on-demand with the key schema %s uses, and no sort key', (name, file, tableName) => {
+  const [hash, type] = storeKey(file)
+  const table = model.resource.aws_dynamodb_table[name]
+  expect(table).toMatchObject({ name: tableName, billing_mode: 'PAY_PER_REQUEST', hash_key: hash })
+  expect(table.attribute).toEqual([{ name: hash, type }])
   expect(table.range_key).toBeUndefined()
 })
 
@@ -228,6 +293,6 @@ withTerraform('terraform evaluates SSH as off by default, and on only with a key
   }
   expect(model.resource.aws_vpc_security_group_ingress_rule.load_driver_ssh.for_each).toBe('${toset(local.ssh_ingress_cidrs)}')
   expect(model.resource.aws_instance.load_driver.key_name).toBe('${var.ssh_key_name}')
-  for (const [name, lt] of resources('aws_launch_template')) expect({ name, key: lt.key_name }).toEqual({ name, key: undefined })
+  for (const [name, lt] of moduleResources('aws_launch_template')) expect({ name, key: lt.key_name }).toEqual({ name, key: undefined })
   expect(model.resource.aws_instance.controller.key_name).toBeUndefined()
 })

@@ -21,12 +21,16 @@ const TF_DIR = path.join(ROOT, 'terraform')
 const TEMPLATE_DIR = path.join(TF_DIR, 'templates')
 
 const IDENT = '[A-Za-z_][A-Za-z0-9_-]*'
-// (?<![\w.]) keeps `data.aws_ami.base` from also counting as resource `aws_ami.base`.
+// Resource types of the providers the configuration uses.
+const RESOURCE_TYPE = '(?:aws|random)_[a-z0-9_]+'
+// (?<![\w.]) keeps `data.aws_ami.base` from also counting as resource
+// `aws_ami.base`, and `module.m.aws_x.y` from counting as `aws_x.y`.
 const REF_PATTERNS = {
   var: new RegExp(`(?<![\\w.])var\\.(${IDENT})`, 'g'),
   local: new RegExp(`(?<![\\w.])local\\.(${IDENT})`, 'g'),
   data: new RegExp(`(?<![\\w.])data\\.([a-z0-9_]+)\\.(${IDENT})`, 'g'),
-  resource: new RegExp(`(?<![\\w.])(aws_[a-z0-9_]+)\\.(${IDENT})`, 'g')
+  resource: new RegExp(`(?<![\\w.])(${RESOURCE_TYPE})\\.(${IDENT})`, 'g'),
+  module: new RegExp(`(?<![\\w.])module\\.(${IDENT})\\.(${IDENT})`, 'g')
 }
 
 function addUnique (table, key, value, file) {
@@ -35,11 +39,15 @@ function addUnique (table, key, value, file) {
 }
 
 /**
- * Parse every terraform/*.tf into one model.
- * @returns {Promise<{ files: object, variable: object, locals: object, resource: object, data: object, output: object, terraform: object[], provider: object }>}
+ * Parse every .tf of a module directory (terraform/ by default) into one
+ * model. Local child modules (`source = "./..."`) are parsed too, once per
+ * directory: `modules[call]` is the model of the module that call uses.
+ * @returns {Promise<{ dir: string, files: object, variable: object, locals: object, resource: object, data: object, output: object, module: object, moved: object[], modules: object, terraform: object[], provider: object }>}
  */
-async function loadConfig (dir = TF_DIR) {
-  const model = { files: {}, variable: {}, locals: {}, resource: {}, data: {}, output: {}, terraform: [], provider: {} }
+async function loadConfig (dir = TF_DIR, cache = new Map()) {
+  if (cache.has(dir)) return cache.get(dir)
+  const model = { dir, files: {}, variable: {}, locals: {}, resource: {}, data: {}, output: {}, module: {}, moved: [], modules: {}, terraform: [], provider: {} }
+  cache.set(dir, model)
   const files = fs.readdirSync(dir).filter((f) => f.endsWith('.tf')).sort()
   for (const file of files) {
     const json = await parse(file, fs.readFileSync(path.join(dir, file), 'utf8'))
@@ -55,10 +63,26 @@ async function loadConfig (dir = TF_DIR) {
       }
     }
     for (const [name, blocks] of Object.entries(json.output || {})) addUnique(model.output, name, blocks[0], file)
+    for (const [name, blocks] of Object.entries(json.module || {})) addUnique(model.module, name, blocks[0], file)
     for (const [name, blocks] of Object.entries(json.provider || {})) addUnique(model.provider, name, blocks[0], file)
+    model.moved.push(...(json.moved || []).map((m) => ({ ...m, file })))
     model.terraform.push(...(json.terraform || []))
   }
+  for (const [name, call] of Object.entries(model.module)) {
+    if (/^\.\.?\//.test(call.source)) model.modules[name] = await loadConfig(path.resolve(dir, call.source), cache)
+  }
   return model
+}
+
+/** Each distinct local module the configuration calls: [{ source, model, calls }]. */
+function childModules (model) {
+  const bySource = new Map()
+  for (const [name, child] of Object.entries(model.modules)) {
+    const source = model.module[name].source
+    if (!bySource.has(source)) bySource.set(source, { source, model: child, calls: [] })
+    bySource.get(source).calls.push(name)
+  }
+  return [...bySource.values()]
 }
 
 /** Every string holding an expression, with a readable location. */
@@ -79,9 +103,11 @@ function expressions (node, where = '', out = []) {
  *   name (or `type.name`) -> locations
  */
 function references (model) {
-  const refs = { var: new Map(), local: new Map(), data: new Map(), resource: new Map() }
+  const refs = { var: new Map(), local: new Map(), data: new Map(), resource: new Map(), module: new Map() }
   for (const [file, json] of Object.entries(model.files)) {
-    for (const { where, text } of expressions(json, file)) {
+    // moved blocks name addresses that no longer exist: they are not references.
+    const { moved, ...rest } = json
+    for (const { where, text } of expressions(rest, file)) {
       for (const [kind, re] of Object.entries(REF_PATTERNS)) {
         for (const m of text.matchAll(re)) {
           const key = m.length > 2 && m[2] !== undefined ? `${m[1]}.${m[2]}` : m[1]
@@ -135,7 +161,7 @@ function resolveRef (model, ref, overrides, depth) {
     return v === undefined ? new Unresolved(ref) : v
   }
   if (parts[0] === 'path' && parts[1] === 'module') return TF_DIR
-  if (/^aws_/.test(parts[0]) && parts.length === 3) {
+  if (/^(aws|random)_/.test(parts[0]) && parts.length === 3) {
     const block = model.resource[parts[0]] && model.resource[parts[0]][parts[1]]
     if (!block) throw new Error(`undeclared resource ${ref}`)
     if (Object.hasOwn(block, parts[2])) return resolve(model, block[parts[2]], overrides, depth + 1)
@@ -208,10 +234,12 @@ const TF_ENV = {
  * A scratch root module holding copies of variables.tf and locals.tf (pure:
  * no providers needed) plus `extra` HCL; `run(args)` runs terraform in it.
  * Terraform itself then evaluates the validations and the locals offline.
+ * `from` and `files` copy other provider-free files instead (a child
+ * module's variables.tf, say).
  */
-function scratchModule (extra = '') {
+function scratchModule (extra = '', { from = TF_DIR, files = ['variables.tf', 'locals.tf'] } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chopper-tf-'))
-  for (const f of ['variables.tf', 'locals.tf']) fs.copyFileSync(path.join(TF_DIR, f), path.join(dir, f))
+  for (const f of files) fs.copyFileSync(path.join(from, f), path.join(dir, f))
   fs.writeFileSync(path.join(dir, 'scratch.tf'), extra)
   const run = (args) => spawnSync(terraformBin(), args, { cwd: dir, env: TF_ENV, encoding: 'utf8', timeout: 60000 })
   const init = run(['init', '-input=false', '-no-color', '-backend=false'])
@@ -236,8 +264,10 @@ module.exports = {
   TF_DIR,
   TEMPLATE_DIR,
   TF_ENV,
+  RESOURCE_TYPE,
   Unresolved,
   loadConfig,
+  childModules,
   expressions,
   references,
   resolve,

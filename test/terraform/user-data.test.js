@@ -4,7 +4,8 @@
 // The boot scripts against the code they start: every environment variable
 // user_data sets is one the component's entry point reads (core/settings.js
 // ENV), the ports are DEFAULT_PORTS, the rendered scripts are valid bash, and
-// the environment files they write parse with the real readEnv.
+// the environment files they write parse with the real readEnv. Members get
+// every controller's URL; the cluster token is added at boot, never rendered.
 
 const fs = require('node:fs')
 const path = require('node:path')
@@ -14,7 +15,8 @@ const { loadApp, prepareShared } = require('../../apps')
 const { silent } = require('../../core/logger')
 const { ROOT, TF_DIR, loadConfig, resolve, renderTemplate, terraformBin, scratchModule } = require('./terraform-config')
 const {
-  COMPONENTS, SAMPLE_VARS, COMMON_SAMPLE, BOOT_VALUES, placeholderValue, appendedAtBoot, createRenderer
+  COMPONENTS, SAMPLE_VARS, COMMON_SAMPLE, BOOT_VALUES, PENDING_ENV, SAMPLE_CONTROLLER_IPS, CONTROLLER_URLS_EXPR,
+  sampleControllerUrls, placeholderValue, appendedAtBoot, createRenderer
 } = require('./user-data-render')
 
 const ENV_NAME = /\b(CHOPPER_[A-Z0-9_]+|REDIS_URL|AWS_REGION|LOG_LEVEL)\b/g
@@ -35,14 +37,19 @@ const PORT_VARIABLES = {
 }
 
 let model
-let templateOf, templateVars, userData, writtenEnv
+let templateOf, templateVars, userData, writtenEnv, withStandIns
 
 beforeAll(async () => {
   model = await loadConfig()
-  ;({ templateOf, templateVars, userData, writtenEnv } = createRenderer(model))
+  ;({ templateOf, templateVars, userData, writtenEnv, withStandIns } = createRenderer(model))
 })
 
-const allowedNames = (component) => new Set(Object.values(COMPONENTS[component].envLocals).flatMap((spec) => Object.keys(ENV[spec])))
+/** Names an ENV table has, plus those still being added to it (PENDING_ENV). */
+const knownIn = (spec) => new Set([...Object.keys(ENV[spec]), ...(PENDING_ENV[spec] || [])])
+const allowedNames = (component) => new Set(Object.values(COMPONENTS[component].envLocals).flatMap((spec) => [...knownIn(spec)]))
+/** The ENV entry for a name, or undefined while it is only pending. */
+const specOf = (spec, name) => Object.hasOwn(ENV[spec], name) ? ENV[spec][name] : undefined
+const urlsOf = (value) => String(value).split(',')
 
 test('port variables default to core/settings.js DEFAULT_PORTS, and every port has one', () => {
   for (const [variable, key] of Object.entries(PORT_VARIABLES)) {
@@ -55,7 +62,7 @@ test.each(Object.keys(COMPONENTS))('%s: every variable in its env maps is one it
   for (const [mapName, spec] of Object.entries(COMPONENTS[component].envLocals)) {
     const map = model.locals[mapName]
     expect(map && typeof map === 'object').toBe(true)
-    const unknown = Object.keys(map).filter((k) => !Object.hasOwn(ENV[spec], k))
+    const unknown = Object.keys(map).filter((k) => !knownIn(spec).has(k))
     expect({ mapName, unknown }).toEqual({ mapName, unknown: [] })
   }
 })
@@ -80,15 +87,18 @@ test.each(Object.keys(COMPONENTS))('%s: env values agree with the code\'s defaul
     expect({ spec, missing: mustSet(spec).filter((n) => !set.has(n)) }).toEqual({ spec, missing: [] })
   }
   for (const [mapName, spec] of Object.entries(COMPONENTS[component].envLocals)) {
-    const values = resolve(model, model.locals[mapName], SAMPLE_VARS)
+    const values = resolve(withStandIns({}), model.locals[mapName], SAMPLE_VARS)
     for (const [name, value] of Object.entries(values)) {
-      const dflt = ENV[spec][name].default
+      const dflt = specOf(spec, name)?.default
       if (DEFAULT_EXCEPTIONS.has(name) || dflt === undefined) continue
       if (String(dflt).includes('127.0.0.1')) {
-        // A loopback URL default: the deployment keeps the port, not the host.
-        const url = new URL(String(value).replace(/<[^>]+>/g, '10.40.8.10'))
-        expect({ name, port: url.port }).toEqual({ name, port: new URL(dflt).port })
-        expect(url.hostname).not.toBe('127.0.0.1')
+        // A loopback URL default: the deployment keeps the port, not the host
+        // (in each URL of a list, for the members' controllers).
+        for (const u of urlsOf(value)) {
+          const url = new URL(u.replace(/<[^>]+>/g, '10.40.8.10'))
+          expect({ name, port: url.port }).toEqual({ name, port: new URL(dflt).port })
+          expect(url.hostname).not.toBe('127.0.0.1')
+        }
         continue
       }
       expect({ name, value }).toEqual({ name, value: dflt })
@@ -98,7 +108,8 @@ test.each(Object.keys(COMPONENTS))('%s: env values agree with the code\'s defaul
 
 test('kv-cache app servers use DynamoDB in the deployment region, never a local endpoint', async () => {
   const kv = model.locals.kv_cache_env
-  expect(kv.CHOPPER_DDB_ENDPOINT).toBe('https://dynamodb.${var.region}.${data.aws_partition.current.dns_suffix}')
+  expect(model.locals.dynamodb_endpoint).toBe('https://dynamodb.${var.region}.${data.aws_partition.current.dns_suffix}')
+  expect(kv.CHOPPER_DDB_ENDPOINT).toBe('${local.dynamodb_endpoint}')
   // With this endpoint the app server starts no stand-in DynamoDB of its own
   // (the call bin/appserver.js makes with the kv-cache settings).
   const endpoint = String(resolve(model, kv.CHOPPER_DDB_ENDPOINT)).replace(/<[^>]+>/g, placeholderValue)
@@ -123,16 +134,21 @@ test.each([
   ['appserver', { app: 'compute' }]
 ])('%s %j: the env file the rendered script writes parses with readEnv', (component, overrides) => {
   const env = writtenEnv(userData(component, overrides), component)
+  // Every component gets the token from Parameter Store at boot.
+  expect(env.CHOPPER_CLUSTER_TOKEN).toBe(BOOT_VALUES.CLUSTER_TOKEN)
   if (component === 'controller') {
     const s = readEnv('controller', env)
     expect(s.port).toBe(DEFAULT_PORTS.controller)
     expect(s.host).toBe('0.0.0.0')
+    // Per instance: its id in the leader lease and the address it publishes there.
+    expect(env.CHOPPER_CONTROLLER_ID).toBe(BOOT_VALUES.INSTANCE_ID)
+    expect(env.CHOPPER_ADVERTISE_HOST).toBe(BOOT_VALUES.PRIVATE_IP)
     return
   }
   if (component === 'frontend') {
     const s = readEnv('frontend', env)
     expect([s.port, s.controlPort]).toEqual([DEFAULT_PORTS.frontend, DEFAULT_PORTS.frontendControl])
-    expect(new URL(s.controllerUrl).port).toBe(String(DEFAULT_PORTS.controller))
+    expect(urlsOf(s.controllerUrl).map((u) => new URL(u).port)).toEqual([String(DEFAULT_PORTS.controller), String(DEFAULT_PORTS.controller)])
     expect(s.advertiseHost).toBe('10.40.9.20')
     expect(s.id).toMatch(/^i-/)
     return
@@ -140,7 +156,7 @@ test.each([
   const s = readEnv('appserver', env)
   expect(s.app).toBe(overrides.app)
   expect([s.port, s.controlPort]).toEqual([DEFAULT_PORTS.app, DEFAULT_PORTS.appControl])
-  expect(new URL(s.controllerUrl).port).toBe(String(DEFAULT_PORTS.controller))
+  expect(urlsOf(s.controllerUrl).map((u) => new URL(u).port)).toEqual([String(DEFAULT_PORTS.controller), String(DEFAULT_PORTS.controller)])
   expect(s.id).toMatch(/^i-/)
   const kv = readEnv('kvCache', env)
   if (overrides.app === 'kv-cache') {
@@ -197,14 +213,63 @@ test('boot scripts read instance metadata with IMDSv2 tokens, failing the boot i
   // where inside an echo argument it would write an empty value.
   expect(common).toMatch(/^INSTANCE_ID=\$\(retry imds instance-id\)$/m)
   expect(common).toMatch(/^PRIVATE_IP=\$\(retry imds local-ipv4\)$/m)
-  for (const component of ['frontend', 'appserver']) {
+  // Each component adds its id, its address and the token, and nothing else.
+  const idName = { controller: 'CHOPPER_CONTROLLER_ID', frontend: 'CHOPPER_FRONTEND_ID', appserver: 'CHOPPER_SERVER_ID' }
+  for (const component of Object.keys(COMPONENTS)) {
     const used = appendedAtBoot(templateOf(component).text)
-    expect(used.length).toBe(2)
-    for (const [, from] of used) expect(Object.keys(BOOT_VALUES)).toContain(from)
+    expect({ component, used }).toEqual({
+      component,
+      used: [[idName[component], 'INSTANCE_ID'], ['CHOPPER_ADVERTISE_HOST', 'PRIVATE_IP'], ['CHOPPER_CLUSTER_TOKEN', 'CLUSTER_TOKEN']]
+    })
+  }
+})
+
+test('members get every controller\'s URL; controllers get the state table, the region and a real endpoint', () => {
+  for (const map of ['frontend_env', 'appserver_env']) {
+    expect({ map, url: model.locals[map].CHOPPER_CONTROLLER_URL }).toEqual({ map, url: '${local.controller_urls}' })
+  }
+  // One URL per controller instance, each its private address on the controller port.
+  expect(model.locals.controller_urls).toBe(CONTROLLER_URLS_EXPR)
+  expect(model.resource.aws_instance.controller.count).toBe('${var.controller_count}')
+  for (const count of [1, 2, 3]) {
+    for (const component of ['frontend', 'appserver']) {
+      const env = writtenEnv(userData(component, { controller_count: count }), component)
+      const urls = urlsOf(env.CHOPPER_CONTROLLER_URL)
+      expect(urls).toEqual(SAMPLE_CONTROLLER_IPS.slice(0, count).map((ip) => `http://${ip}:${DEFAULT_PORTS.controller}`))
+    }
+  }
+  // The load driver reads the leader's status from the same list.
+  expect(model.locals.load_driver_template_vars.controller_urls).toBe('${local.controller_urls}')
+
+  const env = model.locals.controller_env
+  expect(env.CHOPPER_STATE_TABLE).toBe('${aws_dynamodb_table.controller_state.name}')
+  expect(env.CHOPPER_STATE_ENDPOINT).toBe('${local.dynamodb_endpoint}')
+  expect(env.AWS_REGION).toBe('${var.region}')
+  const written = writtenEnv(userData('controller'), 'controller')
+  expect(written.CHOPPER_STATE_TABLE).toBe('chopper-controller-state')
+  expect(written.CHOPPER_STATE_ENDPOINT).toBe('https://dynamodb.us-west-2.amazonaws.com')
+  // Settings the code reads for the state store, once core/settings.js has
+  // them, must be exactly the ones the deployment sets.
+  for (const name of ['CHOPPER_STATE_TABLE', 'CHOPPER_STATE_ENDPOINT', 'CHOPPER_CONTROLLER_ID', 'CHOPPER_CLUSTER_TOKEN']) {
+    if (specOf('controller', name)) expect(Object.keys(written)).toContain(name)
   }
 })
 
 const withTerraform = terraformBin() ? test : test.skip
+
+withTerraform('terraform evaluates the controller URL list as the renderer\'s stand-in has it', () => {
+  // local.controller_urls with the instances' addresses replaced by a variable.
+  const expr = CONTROLLER_URLS_EXPR.slice(2, -1).replace('aws_instance.controller[*].private_ip', 'var.sample_controller_ips')
+  const scratch = scratchModule(`variable "sample_controller_ips" {\n  type = list(string)\n}\noutput "urls" {\n  value = ${expr}\n}\n`)
+  try {
+    for (const [count, port] of [[1, 7070], [2, 7070], [3, 7171]]) {
+      const out = scratch.outputs({ ...SAMPLE_VARS, controller_count: count, controller_port: port, sample_controller_ips: SAMPLE_CONTROLLER_IPS.slice(0, count) })
+      expect(out.urls).toBe(sampleControllerUrls({ controller_count: count, controller_port: port }))
+    }
+  } finally {
+    scratch.remove()
+  }
+})
 
 withTerraform('terraform renders the templates exactly as the offline renderer does', () => {
   const cases = [

@@ -45,6 +45,8 @@ test('defaults reproduce the paper\'s topology (section 6.3)', () => {
   expect([d('appserver_count'), d('appserver_instance_type')]).toEqual([3, 't3.small'])
   expect([d('load_driver_enabled'), d('load_driver_instance_type')]).toEqual([true, 'm5zn.xlarge'])
   expect([d('region'), d('app'), d('balance_period_ms')]).toEqual(['us-west-2', 'kv-cache', 5000])
+  // Beyond the paper: a leader and a standby (issue 11).
+  expect([d('controller_count'), d('controller_instance_type')]).toEqual([2, 't3.small'])
 })
 
 const withTerraform = terraformBin() ? describe : describe.skip
@@ -74,6 +76,7 @@ withTerraform('terraform evaluates the validations', () => {
     ['frontend_count=1.5', [...SOURCE, ...v('frontend_count', 1.5)], 'frontend_count must be a whole number'],
     ['appserver_count=0', [...SOURCE, ...v('appserver_count', 0)], 'appserver_count must be a whole number between 1 and 100'],
     ['controller_count=0', [...SOURCE, ...v('controller_count', 0)], 'controller_count must be a whole number between 1 and 3'],
+    ['controller_count=1.5', [...SOURCE, ...v('controller_count', 1.5)], 'controller_count must be a whole number between 1 and 3'],
     ['app=redis', [...SOURCE, ...v('app', 'redis')], 'app must be one of kv-cache, compute'],
     ['strategy=random', [...SOURCE, ...v('strategy', 'random')], 'strategy must be one of chopper, consistent-hash, bounded-consistent-hash, neighbour-offload, slicer-weighted'],
     ['region=us-west', [...SOURCE, ...v('region', 'us-west')], 'region must look like an AWS region name'],
@@ -108,7 +111,8 @@ withTerraform('terraform evaluates the validations', () => {
     ['a GovCloud region', [...SOURCE, ...v('region', 'us-gov-west-1')]],
     ['a release tarball', [...v('source_tarball_url', 'https://example.com/chopper-0.1.0.tar.gz')]],
     ['an existing VPC', [...SOURCE, ...v('existing_vpc_id', 'vpc-0123456789abcdef0'), ...v('existing_public_subnet_ids', '["subnet-01234567","subnet-89abcdef"]'), ...v('existing_private_subnet_ids', '["subnet-0123456789abcdef0","subnet-0fedcba9876543210"]')]],
-    ['scaled out, no load driver', [...SOURCE, ...v('frontend_count', 4), ...v('appserver_count', 12), ...v('controller_count', 2), ...v('load_driver_enabled', false), ...v('appserver_instance_type', 'c5.large')]]
+    ['scaled out, no load driver', [...SOURCE, ...v('frontend_count', 4), ...v('appserver_count', 12), ...v('controller_count', 3), ...v('load_driver_enabled', false), ...v('appserver_instance_type', 'c5.large')]],
+    ['a single controller, no standby', [...SOURCE, ...v('controller_count', 1)]]
   ])('accepts %s', (label, args) => {
     expect(plan(args)).toEqual({ status: 0, stderr: '' })
   })
