@@ -31,11 +31,13 @@ async function prepareShared (appModule, options) {
  * Create an app instance and host it behind appserver-lib; start both.
  * @param {object} appModule from loadApp()
  * @param {{ id, appOptions?, registry, logger, ...serverOptions }} options
- *   serverOptions go to createAppServer (controllerUrl, host, port, ...)
+ *   serverOptions go to createAppServer (controllerUrl, host, port, ...); its
+ *   clusterToken also goes to the app (kv-cache signs its replica fences with it)
  * @returns {Promise<{ id, url, controlUrl, server, instance, close }>}
  */
 async function startApp (appModule, { id, appOptions = {}, registry = new Registry(), logger = silent, ...serverOptions }) {
-  const instance = await appModule.create({ ...appOptions, serverId: id, registry, logger })
+  const token = serverOptions.clusterToken !== undefined ? { clusterToken: serverOptions.clusterToken } : {}
+  const instance = await appModule.create({ ...appOptions, ...token, serverId: id, registry, logger })
   const server = createAppServer({
     // The app's own default consistency (kv-cache: strict) unless the caller chose one.
     ...(instance.consistency ? { consistency: instance.consistency } : {}),

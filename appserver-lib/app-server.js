@@ -13,6 +13,7 @@ const { silent } = require('../core/logger')
 const { pollUntil } = require('../core/poll')
 const { Membership } = require('../core/membership')
 const { LeaseKeeper } = require('./lease-keeper')
+const { RequestVerifier, validateToken, warnUnauthenticated } = require('../core/cluster-auth')
 
 /** Every option of createAppServer and its default. */
 const defaults = Object.freeze({
@@ -41,6 +42,9 @@ const defaults = Object.freeze({
   // may finish later: docs/ownership.md) or 'all'.
   handoffDrain: 'writes',
   drainDeadlineMs: 15000, // drain(): give up waiting for the controller to move our slices after this
+  // The shared cluster secret (docs/security.md): calls to the controller are
+  // signed with it, and pushes and load collection must be. undefined: unauthenticated.
+  clusterToken: undefined,
   logger: silent
 })
 
@@ -62,6 +66,8 @@ function createAppServer (options) {
   if (!COST_MODES.includes(opts.cost)) throw new InvalidArgumentError(`invalid cost: expected one of ${COST_MODES.join(', ')}, got ${JSON.stringify(opts.cost)}`)
   if (controllerUrl !== undefined) parseControllerUrls(controllerUrl) // throws naming the option
   const log = logger.child({ component: 'appserver', serverId: id })
+  const clusterToken = validateToken(opts.clusterToken)
+  if (clusterToken === undefined) warnUnauthenticated(log)
   const registry = opts.registry || new Registry()
 
   for (const k of ['renewMs', 'drainTimeoutMs', 'drainDeadlineMs']) {
@@ -81,8 +87,9 @@ function createAppServer (options) {
   data.use(jsonErrorHandler(log))
 
   const dataServer = http.createServer(data)
-  const controlServer = http.createServer(createControlApp({ guard, registry, drainTimeoutMs: opts.drainTimeoutMs, logger: log }))
-  const client = controllerUrl ? new ControllerClient({ controllerUrl }) : null
+  const verifier = clusterToken === undefined ? null : new RequestVerifier({ token: clusterToken })
+  const controlServer = http.createServer(createControlApp({ guard, registry, drainTimeoutMs: opts.drainTimeoutMs, verifier, logger: log }))
+  const client = controllerUrl ? new ControllerClient({ controllerUrl, clusterToken }) : null
   let urls = null
   let membership = null
   let leases = null

@@ -1,19 +1,23 @@
 'use strict'
 
 const express = require('express')
-const { jsonErrorHandler } = require('../core/http')
-const { MalformedBodyError } = require('../core/errors')
+const { jsonErrorHandler, notFound } = require('../core/http')
+const { MalformedBodyError, InvalidArgumentError } = require('../core/errors')
+const { verifyMiddleware, jsonWithRawBody } = require('../core/cluster-auth')
 
 /**
  * The app server's control plane, on its own port: assignment pushes, load
  * reports, health and metrics. Nothing here is mounted on the data port.
+ * With a `verifier` (core/cluster-auth.js: the cluster token is set) pushes
+ * and load collection take signed calls only; the rest is read-only.
  */
-function createControlApp ({ guard, registry, drainTimeoutMs = 1000, logger }) {
+function createControlApp ({ guard, registry, drainTimeoutMs = 1000, verifier = null, logger }) {
   const app = express()
   app.disable('x-powered-by')
-  app.use(express.json({ limit: '64mb' }))
+  app.use(jsonWithRawBody('64mb')) // keeps the exact bytes, which the signature covers
+  const signed = verifyMiddleware(verifier)
 
-  app.put('/v1/assignment', async (req, res, next) => {
+  app.put('/v1/assignment', signed, async (req, res, next) => {
     try {
       if (!req.is('application/json')) throw new MalformedBodyError('expected an application/json assignment body')
       const { changed, hooks } = guard.setAssignment(req.body)
@@ -43,10 +47,14 @@ function createControlApp ({ guard, registry, drainTimeoutMs = 1000, logger }) {
 
   // Not destructive: counts stay until the controller acknowledges the report
   // that carried them (?instance=&seq= of the last report it used).
-  app.get('/v1/load', (req, res) => {
-    const seq = Number(req.query.seq)
-    const instance = typeof req.query.instance === 'string' ? req.query.instance : undefined
-    res.json(guard.report({ instance, seq: Number.isSafeInteger(seq) ? seq : undefined }))
+  // An acknowledgement the controller cannot have sent (a repeated parameter,
+  // a seq that is not a non-negative integer) is refused, not ignored.
+  app.get('/v1/load', signed, (req, res) => {
+    const { instance, seq } = req.query
+    if ((instance !== undefined && typeof instance !== 'string') || (seq !== undefined && (typeof seq !== 'string' || !/^\d{1,15}$/.test(seq)))) {
+      throw new InvalidArgumentError('invalid load acknowledgement: expected ?instance=<id>&seq=<non-negative integer>, each at most once')
+    }
+    res.json(guard.report({ instance, seq: seq === undefined ? undefined : Number(seq) }))
   })
 
   app.get('/healthz', (req, res) => {
@@ -61,7 +69,7 @@ function createControlApp ({ guard, registry, drainTimeoutMs = 1000, logger }) {
     }
   })
 
-  app.use(jsonErrorHandler(logger))
+  app.use(notFound(), jsonErrorHandler(logger))
   return app
 }
 

@@ -123,6 +123,12 @@ export interface AppServerOptions {
   handoffDrain?: HandoffDrain
   /** drain() stops waiting for the controller to move this server's slices after this, in ms (integer >= 1). Default 15000. */
   drainDeadlineMs?: number
+  /**
+   * The shared cluster secret (at least 16 characters; CHOPPER_CLUSTER_TOKEN): calls to the controller are
+   * signed with it, and the control port takes signed pushes and load collections only. Default: none
+   * (unauthenticated, with a warning at start).
+   */
+  clusterToken?: string
   /** Default: silent. */
   logger?: ChopperLogger
   /** Called with the ranges this server gained. */
@@ -203,6 +209,7 @@ export const defaults: Readonly<{
   holdMs: number
   drainTimeoutMs: number
   drainDeadlineMs: number
+  clusterToken: undefined
   logger: ChopperLogger
 }>
 

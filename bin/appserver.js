@@ -24,7 +24,8 @@ runEntryPoint('appserver', async (settings, logger) => {
     host: settings.host,
     port: settings.port,
     controlPort: settings.controlPort,
-    advertiseHost: settings.advertiseHost
+    advertiseHost: settings.advertiseHost,
+    clusterToken: settings.clusterToken
   })
   // SIGTERM/SIGINT: drain first (slices handed off, in-flight requests
   // finished, deregistered), then close.

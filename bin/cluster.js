@@ -1,17 +1,19 @@
 #!/usr/bin/env node
 'use strict'
 
-const { createCliLogger, FORMATS } = require('../cli/logger')
+const crypto = require('node:crypto')
+const { createCliLogger, routeWarnings, FORMATS } = require('../cli/logger')
 const { startLocalCluster, defaults } = require('../cluster/local-cluster')
 const { strategies } = require('../controller/strategies')
 const { parseFlags, onShutdown } = require('../cli/args')
-const { readEnv } = require('../core/settings')
+const { readEnv, ENV } = require('../core/settings')
 const { POLICIES } = require('../core/replica-choice')
 const { LOAD_METRICS } = require('../core/load-metric')
 
 const USAGE = `usage: npm start -- [flags]   (or: node bin/cluster.js [flags])
 
 Runs a local Chopper cluster: a controller, app servers and front ends on 127.0.0.1.
+Control calls are signed with CHOPPER_CLUSTER_TOKEN, or with a token generated for the run.
 
   --app compute|kv-cache           app hosted by the app servers (default ${defaults.app})
   --controllers N                  controllers: one leads, the others stand by (default ${defaults.controllers})
@@ -65,6 +67,7 @@ async function main () {
   let logger
   try {
     logger = createCliLogger({ level: values['log-level'] || process.env.LOG_LEVEL || 'info', format: values['log-format'] || process.env.LOG_FORMAT })
+    routeWarnings(logger)
   } catch (err) {
     process.stderr.write(`error: ${err.message} (--log-level / LOG_LEVEL, --log-format / LOG_FORMAT)\n\n${USAGE}`)
     process.exit(2)
@@ -72,6 +75,7 @@ async function main () {
   let cluster
   try {
     if (values.app === 'kv-cache') readEnv('kvCache') // a malformed variable fails before anything starts
+    const clusterToken = clusterTokenFromEnv(logger)
     cluster = await startLocalCluster({
       app: values.app,
       controllers: values.controllers,
@@ -91,6 +95,7 @@ async function main () {
       logFormat: values['log-format'] || process.env.LOG_FORMAT, // front-end workers log in the same format
       // kv-cache honours REDIS_URL, CHOPPER_DDB_ENDPOINT, ... (core/settings.js ENV.kvCache)
       appOptions: values.app === 'kv-cache' ? readEnv('kvCache') : {},
+      clusterToken,
       logger
     })
   } catch (err) {
@@ -107,6 +112,18 @@ async function main () {
   ]
   process.stdout.write(lines.join('\n') + '\nready; Ctrl-C to stop\n')
   onShutdown(() => cluster.close(), logger)
+}
+
+/**
+ * CHOPPER_CLUSTER_TOKEN when set (checked as the production entry points
+ * check it), else a random token for this run: every component gets it, so
+ * the local control plane is authenticated too. Never logged.
+ */
+function clusterTokenFromEnv (logger) {
+  const raw = process.env.CHOPPER_CLUSTER_TOKEN
+  if (raw !== undefined && raw !== '') return ENV.controller.CHOPPER_CLUSTER_TOKEN.parse(raw, 'CHOPPER_CLUSTER_TOKEN')
+  logger.info('CHOPPER_CLUSTER_TOKEN is not set: generated a cluster token for this run; control calls are signed with it')
+  return crypto.randomBytes(32).toString('base64url')
 }
 
 function withoutUndefined (o) {

@@ -3,6 +3,7 @@
 const pino = require('pino')
 const { readEnv } = require('../core/settings')
 const { onShutdown } = require('./args')
+const { routeWarnings } = require('./logger')
 
 /**
  * The shape every production entry point shares: read the component's
@@ -20,6 +21,7 @@ function runEntryPoint (component, start) {
     process.exit(2)
   }
   const logger = pino({ level: settings.logLevel })
+  routeWarnings(logger)
   start(settings, logger).then((stop) => onShutdown(stop, logger), (err) => {
     process.stderr.write(`error: ${err.code ? err.code + ': ' : ''}${err.message}\n`)
     process.exit(err.code === 'CHOPPER_ERR_INVALID_ARG' ? 2 : 1)

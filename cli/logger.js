@@ -74,4 +74,14 @@ function withoutUndefined (o) {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined))
 }
 
-module.exports = { createCliLogger, defaults, prettyOptions, FORMATS }
+/**
+ * Send process warnings (a dependency's deprecation or support notice) through
+ * `logger` instead of Node's own stderr printer, so machine-read output stays
+ * one JSON object per line and people see them in the same format as the rest.
+ */
+function routeWarnings (logger) {
+  process.removeAllListeners('warning') // Node's default printer
+  process.on('warning', (w) => logger.warn({ warning: { name: w.name, code: w.code } }, String(w.message).replace(/\s+/g, ' ').trim()))
+}
+
+module.exports = { createCliLogger, routeWarnings, defaults, prettyOptions, FORMATS }

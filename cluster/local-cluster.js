@@ -10,6 +10,7 @@ const { InvalidArgumentError } = require('../core/errors')
 const { checkPolicy } = require('../core/replica-choice')
 const { silent } = require('../core/logger')
 const { pollUntil } = require('../core/poll')
+const { validateToken } = require('../core/cluster-auth')
 
 /** Every option of startLocalCluster and its default (the `npm start` flags). */
 const defaults = Object.freeze({
@@ -31,6 +32,10 @@ const defaults = Object.freeze({
   frontendOptions: {},
   replicaChoice: undefined, // front ends' replica choice (core/replica-choice.js); undefined: theirs (p2c)
   readyTimeoutMs: 30000,
+  // The shared cluster secret every component signs and checks control calls
+  // with (docs/security.md); bin/cluster.js (npm start) always passes one.
+  // undefined: the control plane is unauthenticated.
+  clusterToken: undefined,
   logger: silent
 })
 
@@ -48,6 +53,7 @@ async function startLocalCluster (options = {}) {
   }
   if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port + opts.frontends > 65536) throw new InvalidArgumentError('invalid port: expected 0 or a free port with room for the other front ends after it')
   if (opts.replicaChoice !== undefined) checkPolicy(opts.replicaChoice, 'replicaChoice')
+  const clusterToken = validateToken(opts.clusterToken)
   const frontendOptions = opts.replicaChoice === undefined ? opts.frontendOptions : { ...opts.frontendOptions, replicaChoice: opts.replicaChoice }
   const appModule = loadApp(opts.app)
   const log = opts.logger
@@ -66,7 +72,7 @@ async function startLocalCluster (options = {}) {
     for (let i = 1; i <= opts.controllers; i++) {
       const store = new DynamoStateStore({ table: 'chopper-controller', endpoint: stateDb.endpoint, logger: log })
       closers.push(() => store.close())
-      const controller = createController({ host: opts.host, port: 0, strategy: opts.strategy, strategyOptions: opts.strategyOptions, loadMetric: opts.loadMetric, periodMs: opts.periodMs, startupFenceMs: 0, store, controllerId: `controller-${i}`, logger: log.child({ controllerId: `controller-${i}` }) }) // a fresh cluster: no predecessor's leases to wait out
+      const controller = createController({ host: opts.host, port: 0, strategy: opts.strategy, strategyOptions: opts.strategyOptions, loadMetric: opts.loadMetric, periodMs: opts.periodMs, startupFenceMs: 0, store, controllerId: `controller-${i}`, clusterToken, logger: opts.controllers > 1 ? log.child({ controllerId: `controller-${i}` }) : log }) // a fresh cluster: no predecessor's leases to wait out
       await controller.start()
       closers.push(() => controller.close())
       controllers.push(controller)
@@ -91,7 +97,8 @@ async function startLocalCluster (options = {}) {
         logger: log.child({ serverId: id }),
         controllerUrl,
         host: opts.host,
-        advertiseHost: opts.host
+        advertiseHost: opts.host,
+        clusterToken
       })
       closers.push(() => started.close())
       servers.push(started)
@@ -107,6 +114,7 @@ async function startLocalCluster (options = {}) {
           advertiseHost: opts.host,
           port: opts.port === 0 ? 0 : opts.port + i,
           controllerUrl,
+          clusterToken,
           workers: opts.frontendWorkers,
           logLevel: log.level,
           logFormat: opts.logFormat,
@@ -123,6 +131,7 @@ async function startLocalCluster (options = {}) {
         advertiseHost: opts.host,
         port: opts.port === 0 ? 0 : opts.port + i,
         controllerUrl,
+        clusterToken,
         logger: log
       })
       const urls = await fe.start()

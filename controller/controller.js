@@ -15,9 +15,10 @@ const { sameLayout, serverLoads, imbalance, keyChurn, withoutMoving, ownedRanges
 const { validateLoadMetric, spreadMetric, totals } = require('../core/load-metric')
 const { overlap } = require('../core/ranges')
 const { KEYSPACE_SIZE, sliceKey } = require('../core/keyspace')
-const { jsonErrorHandler, listen, close } = require('../core/http')
-const { InvalidArgumentError, NoAssignmentError, UnknownServerError, LastServerError, NotLeaderError, DeposedError } = require('../core/errors')
+const { jsonErrorHandler, notFound, listen, close } = require('../core/http')
+const { InvalidArgumentError, NoAssignmentError, UnknownServerError, LastServerError, NotLeaderError, DeposedError, MemberConflictError, describeValue } = require('../core/errors')
 const { silent } = require('../core/logger')
+const { RequestVerifier, verifyMiddleware, jsonWithRawBody, validateToken, warnUnauthenticated } = require('../core/cluster-auth')
 const { pollUntil } = require('../core/poll')
 const { keyspaceColumn, replicaCounts } = require('./dashboard/keyspace-view')
 const { SseHub } = require('./dashboard/sse-hub')
@@ -67,11 +68,16 @@ const defaults = Object.freeze({
   electionLeaseMs: 2000, // the leader lease; a standby takes over this long (plus the margin) after the leader's last renewal
   electionCheckMs: 200, // how often a standby reads the lease
   electionMarginMs: 200, // added to a standby's wait, for clock-rate drift between controllers
+  // The shared cluster secret (docs/security.md): with it every member and
+  // operator call that changes state, and GET /v1/assignment, must be signed,
+  // and pushes and load collection are signed. undefined: unauthenticated.
+  clusterToken: undefined,
   logger: silent
 })
 
 const ID = /^[A-Za-z0-9._-]{1,128}$/
-const URL_RE = /^https?:\/\/[^\s/]+$/
+// printable ASCII host[:port], no path: a control character is no part of a host (found by fuzz/)
+const URL_RE = /^https?:\/\/[\x21-\x2e\x30-\x7e]+$/
 
 /**
  * The controller: membership, the periodic balancing round, assignment
@@ -115,6 +121,8 @@ function createController (options = {}) {
   const effectiveStrategyOptions = { ...strategy.defaults }
   for (const [k, v] of Object.entries(strategyOptions)) if (v !== undefined) effectiveStrategyOptions[k] = v
   const log = opts.logger.child({ component: 'controller' })
+  const clusterToken = validateToken(opts.clusterToken)
+  if (clusterToken === undefined) warnUnauthenticated(log)
 
   const servers = new Map() // id -> { url, controlUrl, failures, draining, generation, drainedGeneration }
   const frontends = new Map() // id -> { controlUrl }
@@ -122,9 +130,9 @@ function createController (options = {}) {
   // nothing (a server the controller cannot reach but that can reach the
   // controller must still be evicted). Cleared by a successful collection.
   const failureCounts = new Map()
-  const newPusher = () => new Pusher({ timeoutMs: opts.requestTimeoutMs, logger: log, onAck: onPushAck })
+  const newPusher = () => new Pusher({ timeoutMs: opts.requestTimeoutMs, logger: log, onAck: onPushAck, clusterToken })
   let pusher = newPusher()
-  const collector = new LoadCollector({ timeoutMs: Math.min(opts.requestTimeoutMs, Math.max(50, Math.floor(opts.periodMs / 2))) })
+  const collector = new LoadCollector({ timeoutMs: Math.min(opts.requestTimeoutMs, Math.max(50, Math.floor(opts.periodMs / 2))), clusterToken })
   const leases = new LeaseTable({ leaseMs: opts.leaseMs, marginMs: opts.leaseMarginMs })
   const handoff = new HandoffTracker()
   const fenced = opts.handoff === 'fenced'
@@ -620,7 +628,7 @@ function createController (options = {}) {
   // ---- HTTP API (control plane only) ----
   const app = express()
   app.disable('x-powered-by')
-  app.use(express.json({ limit: '1mb' }))
+  app.use(jsonWithRawBody('1mb')) // keeps the exact bytes, which the signature covers
 
   const bad = (msg) => { throw new InvalidArgumentError(msg) }
   // Only the leader answers members and operators' changes; a standby names
@@ -631,6 +639,11 @@ function createController (options = {}) {
     if (leader) res.set('X-Chopper-Leader', leader)
     next(new NotLeaderError(`controller ${controllerId} is a standby${leader ? `; the leader is ${leader}` : ''}`))
   })
+  // With a cluster token, the member and operator routes (every change, and
+  // the assignment) take signed calls only; status, health, metrics and the
+  // dashboard stay open, read-only (docs/security.md). A standby refuses
+  // them all before this, naming the leader, which /v1/status shows anyway.
+  app.use(['/v1/servers', '/v1/frontends', '/v1/move', '/v1/assignment'], verifyMiddleware(clusterToken === undefined ? null : new RequestVerifier({ token: clusterToken })))
   app.post('/v1/servers', (req, res) => {
     const { id, url, controlUrl, generation = 0 } = req.body || {}
     if (typeof id !== 'string' || !ID.test(id)) bad('invalid id: expected 1-128 characters of [A-Za-z0-9._-]')
@@ -638,6 +651,13 @@ function createController (options = {}) {
     if (typeof url !== 'string' || !URL_RE.test(url)) bad('invalid url: expected http(s)://host:port')
     if (typeof controlUrl !== 'string' || !URL_RE.test(controlUrl)) bad('invalid controlUrl: expected http(s)://host:port')
     if (url === controlUrl) bad('invalid controlUrl: the control plane must listen on its own port')
+    // An id belongs to the member holding its lease: another process cannot
+    // take it (and its traffic) over with other URLs until that lease lapsed
+    // or the member deregistered. A restarted member retries until then.
+    const known = servers.get(id)
+    if (known && (known.url !== url || known.controlUrl !== controlUrl) && leases.remaining(id) > 0) {
+      throw new MemberConflictError(`server id ${id} is held by a live member at other URLs: register again once its lease lapsed (in ${Math.ceil(leases.remaining(id))} ms) or it deregistered`)
+    }
     noteGeneration(generation)
     addServer(id, url, controlUrl, generation)
     // The registration answer carries a lease: the member holds the current
@@ -721,7 +741,7 @@ function createController (options = {}) {
     res.set('Content-Type', registry.contentType).send(await registry.metrics())
   })
   app.use(dashboardRoutes({ hub: events, snapshot: dashboardSnapshot }))
-  app.use(jsonErrorHandler(log))
+  app.use(notFound(), jsonErrorHandler(log))
 
   /**
    * Hand the slice holding slice key `k` to server `to` (an operator's move;
@@ -730,7 +750,7 @@ function createController (options = {}) {
   function moveSlice (k, to) {
     const current = layout()
     if (!current) throw new NoAssignmentError('no assignment: no app server has registered')
-    if (typeof to !== 'string' || !Object.hasOwn(current.servers, to)) throw new UnknownServerError(`unknown or draining app server ${JSON.stringify(to)}`)
+    if (typeof to !== 'string' || !Object.hasOwn(current.servers, to)) throw new UnknownServerError(`unknown or draining app server ${describeValue(to)}`)
     let i = 0
     while (current.slices[i].end <= k) i++
     const slice = current.slices[i]

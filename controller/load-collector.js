@@ -1,6 +1,7 @@
 'use strict'
 
 const axios = require('axios')
+const { attachSigner } = require('../core/cluster-auth')
 
 /**
  * Collects each app server's per-range request counts and cost (busy ms)
@@ -12,8 +13,10 @@ const axios = require('axios')
  * `cost`: its entries parse with cost 0, and its id is listed in `costless`.
  */
 class LoadCollector {
-  constructor ({ timeoutMs = 2000 } = {}) {
+  /** @param {{ timeoutMs?: number, clusterToken?: string }} [options] clusterToken: sign every collection with it */
+  constructor ({ timeoutMs = 2000, clusterToken } = {}) {
     this.http = axios.create({ timeout: timeoutMs })
+    if (clusterToken !== undefined) attachSigner(this.http, clusterToken)
     this.acks = new Map() // server id -> { instance, seq } of the last report used
   }
 

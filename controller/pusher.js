@@ -2,6 +2,7 @@
 
 const axios = require('axios')
 const { silent } = require('../core/logger')
+const { attachSigner } = require('../core/cluster-auth')
 
 /**
  * Delivers the latest assignment to every registered target (front ends and
@@ -13,10 +14,13 @@ class Pusher {
   /**
    * @param {object} [options]
    * @param {(key: string, body: object) => void} [options.onAck] a target's answer to a push (app servers report the generation they drained)
+   * @param {string} [options.clusterToken] sign every push with it (core/cluster-auth.js)
    */
-  constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, onAck = () => {}, logger = silent } = {}) {
+  constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, onAck = () => {}, clusterToken, logger = silent } = {}) {
     this.onAck = onAck
     this.http = axios.create({ timeout: timeoutMs })
+    // Signed pushes (docs/security.md); every retry is signed afresh (its own nonce).
+    if (clusterToken !== undefined) attachSigner(this.http, clusterToken)
     this.minBackoffMs = minBackoffMs
     this.maxBackoffMs = maxBackoffMs
     this.logger = logger

@@ -1,7 +1,7 @@
 'use strict'
 
 const { KEYSPACE_SIZE, evenRanges } = require('./keyspace')
-const { InvalidAssignmentError, StaleGenerationError, StaleEpochError, ImplausibleValueError } = require('./errors')
+const { InvalidAssignmentError, StaleGenerationError, StaleEpochError, ImplausibleValueError, describeValue } = require('./errors')
 const { normalize, overlap } = require('./ranges')
 
 /**
@@ -48,7 +48,7 @@ function validateAssignment (a, { previousGeneration } = {}) {
   if (a.servers === null || typeof a.servers !== 'object' || Array.isArray(a.servers)) fail('servers must be an object of { id: { url } }')
   for (const [id, s] of Object.entries(a.servers)) {
     if (!id) fail('server ids must be non-empty')
-    if (s === null || typeof s !== 'object' || typeof s.url !== 'string' || !/^https?:\/\/\S+$/.test(s.url)) {
+    if (s === null || typeof s !== 'object' || typeof s.url !== 'string' || !/^https?:\/\/[\x21-\x7e]+$/.test(s.url)) {
       fail(`servers.${id}.url must be an http(s) URL`)
     }
   }
@@ -65,16 +65,16 @@ function validateAssignment (a, { previousGeneration } = {}) {
     if (s.moving !== undefined && typeof s.moving !== 'boolean') fail(`slices[${i}].moving must be a boolean when present`)
     for (let j = 0; j < s.servers.length; j++) {
       const id = s.servers[j]
-      if (typeof id !== 'string' || !Object.hasOwn(a.servers, id)) fail(`slices[${i}] names unknown server ${JSON.stringify(id)}`)
-      if (s.servers.indexOf(id) !== j) fail(`slices[${i}] lists server ${JSON.stringify(id)} twice`)
+      if (typeof id !== 'string' || !Object.hasOwn(a.servers, id)) fail(`slices[${i}] names unknown server ${describeValue(id)}`)
+      if (s.servers.indexOf(id) !== j) fail(`slices[${i}] lists server ${describeValue(id)} twice`)
     }
     if (s.holders !== undefined) {
       if (s.moving !== true) fail(`slices[${i}].holders is only allowed on a moving slice`)
       if (!Array.isArray(s.holders) || s.holders.length === 0) fail(`slices[${i}].holders must be a non-empty array when present`)
       for (let j = 0; j < s.holders.length; j++) {
         const id = s.holders[j]
-        if (!s.servers.includes(id)) fail(`slices[${i}].holders names ${JSON.stringify(id)}, which is not in its servers`)
-        if (s.holders.indexOf(id) !== j) fail(`slices[${i}].holders lists ${JSON.stringify(id)} twice`)
+        if (!s.servers.includes(id)) fail(`slices[${i}].holders names ${describeValue(id)}, which is not in its servers`)
+        if (s.holders.indexOf(id) !== j) fail(`slices[${i}].holders lists ${describeValue(id)} twice`)
       }
     }
     expectedStart = s.end

@@ -2,6 +2,7 @@
 
 const axios = require('axios')
 const { InvalidArgumentError } = require('./errors')
+const { attachSigner } = require('./cluster-auth')
 
 /**
  * Controller URLs from an option: one URL, a comma-separated list, or an
@@ -34,10 +35,12 @@ function tryElsewhere (err) {
  * that is one of ours) or else to the next controller in the list.
  */
 class ControllerClient {
-  constructor ({ controllerUrl, timeoutMs = 2000 }) {
+  constructor ({ controllerUrl, timeoutMs = 2000, clusterToken }) {
     this.urls = parseControllerUrls(controllerUrl)
     this.current = 0
     this.http = axios.create({ timeout: timeoutMs })
+    // Every call is signed with the cluster token when there is one (docs/security.md).
+    if (clusterToken !== undefined) attachSigner(this.http, clusterToken)
   }
 
   /** The controller calls go to now. */

@@ -33,6 +33,11 @@ const TABLE = {
   StaleEpochError: ['CHOPPER_ERR_STALE_EPOCH', 409],
   ImplausibleValueError: ['CHOPPER_ERR_IMPLAUSIBLE', 400],
   DeposedError: ['CHOPPER_ERR_DEPOSED', 503],
+  // The authenticated control plane (core/cluster-auth.js, docs/security.md).
+  UnauthenticatedError: ['CHOPPER_ERR_UNAUTHENTICATED', 401],
+  ForbiddenError: ['CHOPPER_ERR_FORBIDDEN', 403],
+  ReplayCacheFullError: ['CHOPPER_ERR_REPLAY_CACHE_FULL', 503],
+  MemberConflictError: ['CHOPPER_ERR_ID_IN_USE', 409],
   InternalError: ['CHOPPER_ERR_INTERNAL', 500]
 }
 
@@ -74,4 +79,17 @@ function toHttpBody (err) {
   return { error: { code: TABLE.InternalError[0], message: 'internal error' } }
 }
 
-module.exports = { ...errors, ERROR_TABLE: TABLE, statusOf, toHttpBody }
+/**
+ * A value as an error message shows it: a string quoted (cut at `max`
+ * characters), a number, boolean or null as itself, anything else by its
+ * kind. Never walks into the value: a request can nest JSON deeper than
+ * JSON.stringify's stack allows.
+ */
+function describeValue (v, max = 100) {
+  if (typeof v === 'string') return JSON.stringify(v.length > max ? v.slice(0, max) + '…' : v)
+  if (v === null || typeof v === 'number' || typeof v === 'boolean') return String(v)
+  if (Array.isArray(v)) return 'an array'
+  return v === undefined ? 'nothing' : 'an object'
+}
+
+module.exports = { ...errors, ERROR_TABLE: TABLE, statusOf, toHttpBody, describeValue }

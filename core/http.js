@@ -2,7 +2,18 @@
 
 const net = require('node:net')
 
-const { statusOf, toHttpBody } = require('./errors')
+const { statusOf, toHttpBody, NotFoundError } = require('./errors')
+
+/**
+ * Express fallback for a request no route took: a JSON 404 through the error
+ * handler (Express's own answer is an HTML page). Mount it after the routes,
+ * before jsonErrorHandler.
+ */
+function notFound () {
+  return function notFoundHandler (req, res, next) {
+    next(new NotFoundError(`no route for ${req.method} ${req.path}`))
+  }
+}
 
 /**
  * Express error handler: every error becomes `{ error: { code, message } }`
@@ -53,4 +64,4 @@ function close (server) {
   })
 }
 
-module.exports = { jsonErrorHandler, listen, close, freePort }
+module.exports = { jsonErrorHandler, notFound, listen, close, freePort }

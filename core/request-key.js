@@ -1,5 +1,8 @@
 'use strict'
 
+const querystring = require('node:querystring')
+const { parse: parseLegacy } = require('node:url')
+
 /** Default key extraction for Express requests: `?key=` first, then the X-Chopper-Key header. */
 function defaultKeyFrom (req) {
   const q = req.query.key
@@ -30,16 +33,26 @@ function headerKey (req) {
 
 /**
  * The decoded `key` query parameter of a request target, '' when repeated or
- * empty, undefined when absent. No allocation beyond the result.
+ * empty, undefined when absent: what Express 5 hands the app server (parseurl,
+ * then node:querystring). No allocation beyond the result in the common case;
+ * a target where a simple scan could disagree with them (a percent-escaped
+ * parameter name, which may spell `key`; more parameters than querystring
+ * reads; a fragment or whitespace, which parseurl hands to url.parse) takes
+ * their own path.
  */
 function keyFromUrl (url) {
   const q = url.indexOf('?')
   if (q === -1) return undefined
+  if (ODD_TARGET.test(url)) return keyAsExpressSees(url)
+  const pct = url.indexOf('%', q)
+  if (pct !== -1 && ESCAPED_NAME.test(url.slice(q + 1))) return keyAsExpressSees(url)
   let found
+  let pairs = 0
   let i = q + 1
   while (i < url.length) {
     let end = url.indexOf('&', i)
     if (end === -1) end = url.length
+    if (++pairs >= MAX_PAIRS) return keyAsExpressSees(url)
     if (end - i >= 3 && url.charCodeAt(i) === 107 && url.charCodeAt(i + 1) === 101 && url.charCodeAt(i + 2) === 121 && (end - i === 3 || url.charCodeAt(i + 3) === 61)) {
       if (found !== undefined) return '' // repeated: an array to Express
       found = decode(url.slice(end - i === 3 ? end : i + 4, end))
@@ -49,13 +62,34 @@ function keyFromUrl (url) {
   return found
 }
 
-function decode (s) {
-  if (s.indexOf('+') !== -1) s = s.replace(/\+/g, ' ')
-  if (s.indexOf('%') === -1) return s
+// parseurl leaves its fast path on these characters (url.parse drops a
+// fragment and trims whitespace).
+const ODD_TARGET = /[#\t\n\f\r \u00a0\ufeff]/
+// A parameter name with a percent-escape: `ke%79` is `key` to querystring.
+const ESCAPED_NAME = /(?:^|&)[^&=]*%/
+const VALID_ESCAPE = /%[0-9A-Fa-f]{2}/
+// node:querystring reads at most 1,000 parameters (maxKeys); near that, ask it.
+const MAX_PAIRS = 900
+
+/** The slow path: exactly what Express 5 computes, for the rare targets the scan cannot decide. */
+function keyAsExpressSees (url) {
+  const query = ODD_TARGET.test(url) ? parseLegacy(url).query : url.slice(url.indexOf('?') + 1)
+  if (typeof query !== 'string') return undefined
+  const k = querystring.parse(query).key
+  if (k === undefined) return undefined
+  return typeof k === 'string' ? k : '' // repeated: an array to Express
+}
+
+function decode (raw) {
+  const s = raw.indexOf('+') === -1 ? raw : raw.replace(/\+/g, ' ')
+  // querystring decodes a value only when it saw a valid escape in it (it
+  // steps over '+' while looking: '%+41' counts), and then decodes the
+  // value with its '+' already made spaces
+  if (s.indexOf('%') === -1 || !VALID_ESCAPE.test(s === raw ? raw : raw.replace(/\+/g, ''))) return s
   try {
     return decodeURIComponent(s)
   } catch {
-    return s // as Express's parser leaves a malformed escape
+    return querystring.unescape(s) // as Express's parser decodes a malformed escape: byte by byte
   }
 }
 

@@ -24,6 +24,14 @@ const positive = (v, name) => {
   throw new InvalidArgumentError(`environment variable ${name} must be a number > 0, got ${JSON.stringify(v)}`)
 }
 
+// The shared cluster secret that signs every control call (docs/security.md).
+// Optional: unset, the component runs unauthenticated and warns at start.
+const clusterToken = (v, name) => {
+  if (v.length >= 16) return v
+  throw new InvalidArgumentError(`environment variable ${name} must be at least 16 characters (e.g. openssl rand -base64 32), got ${v.length}`)
+}
+const CLUSTER_TOKEN = Object.freeze({ key: 'clusterToken', default: undefined, parse: clusterToken, optional: true })
+
 const ENV = Object.freeze({
   controller: {
     CHOPPER_CONTROLLER_HOST: { key: 'host', default: '0.0.0.0', parse: str },
@@ -43,6 +51,7 @@ const ENV = Object.freeze({
     // The address members reach this controller at (the leader publishes it in its lease).
     CHOPPER_ADVERTISE_HOST: { key: 'advertiseHost', default: undefined, parse: str, optional: true },
     CHOPPER_ELECTION_LEASE_MS: { key: 'electionLeaseMs', default: undefined, parse: int, optional: true },
+    CHOPPER_CLUSTER_TOKEN: CLUSTER_TOKEN,
     LOG_LEVEL: { key: 'logLevel', default: 'info', parse: str }
   },
   frontend: {
@@ -60,6 +69,7 @@ const ENV = Object.freeze({
     CHOPPER_REPLICA_SIZE_PARAM: { key: 'replicaSizeParam', default: undefined, parse: str, optional: true },
     CHOPPER_REPLICA_SIZE_POWER: { key: 'replicaSizePower', default: undefined, parse: positive, optional: true },
     CHOPPER_LCSTAR_THRESHOLD: { key: 'lcstarThreshold', default: undefined, parse: positive, optional: true },
+    CHOPPER_CLUSTER_TOKEN: CLUSTER_TOKEN,
     LOG_LEVEL: { key: 'logLevel', default: 'info', parse: str }
   },
   appserver: {
@@ -70,6 +80,7 @@ const ENV = Object.freeze({
     CHOPPER_APP_PORT: { key: 'port', default: DEFAULT_PORTS.app, parse: int },
     CHOPPER_APP_CONTROL_PORT: { key: 'controlPort', default: DEFAULT_PORTS.appControl, parse: int },
     CHOPPER_ADVERTISE_HOST: { key: 'advertiseHost', default: '127.0.0.1', parse: str },
+    CHOPPER_CLUSTER_TOKEN: CLUSTER_TOKEN,
     LOG_LEVEL: { key: 'logLevel', default: 'info', parse: str }
   },
   kvCache: {

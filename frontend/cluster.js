@@ -65,6 +65,7 @@ async function startFrontendCluster ({ workers = os.availableParallelism(), logg
     advertiseHost: opts.advertiseHost,
     pullIntervalMs: opts.pullIntervalMs,
     registerTimeoutMs: opts.registerTimeoutMs,
+    clusterToken: opts.clusterToken, // workers get it too (in their options): each pulls from the controller on a 421
     metrics: { contentType: aggregator.contentType, text: () => aggregator.clusterMetrics() },
     logger: log
   })

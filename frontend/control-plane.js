@@ -4,22 +4,27 @@ const http = require('node:http')
 const express = require('express')
 const { ControllerClient } = require('../core/controller-client')
 const { Membership } = require('../core/membership')
-const { jsonErrorHandler, listen, close } = require('../core/http')
+const { jsonErrorHandler, notFound, listen, close } = require('../core/http')
 const { MalformedBodyError } = require('../core/errors')
+const { RequestVerifier, verifyMiddleware, jsonWithRawBody, validateToken, warnUnauthenticated } = require('../core/cluster-auth')
 
 /**
  * A front end's side of the control plane: the control listener (assignment
  * pushes, `GET /v1/assignment`, health) and membership with the controller
  * (register, re-register and pull every `pullIntervalMs`, deregister). Both a
  * single front end and the primary of a node:cluster front end
- * (frontend/cluster.js) use it; pushes land in `table`.
+ * (frontend/cluster.js) use it; pushes land in `table`. With a
+ * `clusterToken` (docs/security.md) its calls to the controller are signed
+ * and pushes must be; the read-only routes stay open.
  */
-function createControlPlane ({ id, table, controllerUrl, host, controlPort, advertiseHost, pullIntervalMs, registerTimeoutMs, metrics, logger }) {
-  const client = controllerUrl ? new ControllerClient({ controllerUrl }) : null
+function createControlPlane ({ id, table, controllerUrl, host, controlPort, advertiseHost, pullIntervalMs, registerTimeoutMs, metrics, clusterToken, logger }) {
+  if (validateToken(clusterToken) === undefined) warnUnauthenticated(logger)
+  const client = controllerUrl ? new ControllerClient({ controllerUrl, clusterToken }) : null
   const control = express()
   control.disable('x-powered-by')
-  control.use(express.json({ limit: '64mb' }))
-  control.put('/v1/assignment', (req, res) => {
+  control.use(jsonWithRawBody('64mb')) // keeps the exact bytes, which the signature covers
+  const signed = verifyMiddleware(clusterToken === undefined ? null : new RequestVerifier({ token: clusterToken }))
+  control.put('/v1/assignment', signed, (req, res) => {
     if (!req.is('application/json')) throw new MalformedBodyError('expected an application/json assignment body')
     const changed = table.set(req.body)
     res.json({ accepted: true, changed, generation: table.generation })
@@ -31,7 +36,7 @@ function createControlPlane ({ id, table, controllerUrl, host, controlPort, adve
       res.set('Content-Type', metrics.contentType).send(await metrics.text())
     })
   }
-  control.use(jsonErrorHandler(logger))
+  control.use(notFound(), jsonErrorHandler(logger))
   const server = http.createServer(control)
   let membership = null
   let controlUrl = null

@@ -33,8 +33,10 @@ const axios = require('axios')
  */
 
 // RFC 9110 7.6.1 connection-specific headers are never forwarded; the ones
-// after them are set by the front end itself.
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'x-served-by', 'x-chopper-generation'])
+// after them are set by the front end itself. A client's control-call
+// signature headers are dropped too: the data port carries no signed calls
+// (docs/security.md).
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'x-served-by', 'x-chopper-generation', 'x-chopper-timestamp', 'x-chopper-nonce', 'x-chopper-signature'])
 
 const HOP_LENGTHS = new Set([...HOP_BY_HOP].map((n) => n.length))
 

@@ -12,6 +12,7 @@ const { createControlPlane } = require('./control-plane')
 const { jsonErrorHandler, listen, close } = require('../core/http')
 const { InvalidArgumentError } = require('../core/errors')
 const { silent } = require('../core/logger')
+const { validateToken } = require('../core/cluster-auth')
 
 /** Every option of createFrontend and its default. */
 const defaults = Object.freeze({
@@ -40,6 +41,9 @@ const defaults = Object.freeze({
   lcstarMaxDeferred: 1024, // lcstar: long requests waiting for a server without a long job, at most; more go to the least connected
   lcstarMaxWaitMs: 1000, // lcstar: how long one waits before it goes to the least connected
   replicaRng: undefined, // () => number in [0, 1) for p2c and random; Math.random by default (tests pass a seeded one)
+  // The shared cluster secret (docs/security.md): calls to the controller
+  // (registration, pulls) are signed with it, and pushes must be. undefined: unauthenticated.
+  clusterToken: undefined,
   logger: silent
 })
 
@@ -57,9 +61,10 @@ function createFrontend (options = {}) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
   if (opts.controllerUrl !== undefined) parseControllerUrls(opts.controllerUrl) // throws naming the option
+  validateToken(opts.clusterToken)
   const router = createReplicaRouter(opts)
   const log = opts.logger.child({ component: 'frontend', frontendId: id })
-  const client = opts.controllerUrl ? new ControllerClient({ controllerUrl: opts.controllerUrl }) : null // pulls on 421
+  const client = opts.controllerUrl ? new ControllerClient({ controllerUrl: opts.controllerUrl, clusterToken: opts.clusterToken }) : null // pulls on 421
   const forwarder = createForwarder(opts.forwarder, { connections: opts.connections, timeoutMs: opts.upstreamTimeoutMs })
 
   let known = new Set()
@@ -100,7 +105,7 @@ function createFrontend (options = {}) {
   // A node:cluster worker has no control plane of its own: the primary takes
   // pushes and relays them (frontend/cluster.js).
   const controlPlane = opts.controlPlane
-    ? createControlPlane({ id, table, controllerUrl: opts.controllerUrl, host: opts.host, controlPort: opts.controlPort, advertiseHost: opts.advertiseHost, pullIntervalMs: opts.pullIntervalMs, registerTimeoutMs: opts.registerTimeoutMs, logger: log })
+    ? createControlPlane({ id, table, controllerUrl: opts.controllerUrl, host: opts.host, controlPort: opts.controlPort, advertiseHost: opts.advertiseHost, pullIntervalMs: opts.pullIntervalMs, registerTimeoutMs: opts.registerTimeoutMs, clusterToken: opts.clusterToken, logger: log })
     : null
   let urls = null
 

@@ -7,6 +7,7 @@ const {
 } = require('../core/errors')
 const { keyFromRawRequest } = require('../core/request-key')
 const { performance } = require('node:perf_hooks')
+const { PassThrough } = require('node:stream')
 const { HOP_BY_HOP, abortUpstream } = require('./forwarders')
 const { DEFER } = require('./replica-router')
 
@@ -141,7 +142,10 @@ function createProxyHandler ({ table, router, forwarder, metrics, keyFrom = keyF
       if (Number.isFinite(length) && length <= bufferLimit) {
         body = await bufferBody(req, bufferLimit)
       } else {
-        body = req // streamed through; cannot be replayed
+        // Streamed through; cannot be replayed. Through a pass-through: undici
+        // destroys the body it was given when the answer comes first, and a
+        // destroyed `req` could no longer be drained (see proxy() below).
+        body = req.pipe(new PassThrough())
         replayable = false
       }
     }
@@ -243,6 +247,13 @@ function createProxyHandler ({ table, router, forwarder, metrics, keyFrom = keyF
     const state = { started: performance.now(), upstream: null, failed: false }
     res.once('close', () => {
       abortUpstream(res, state.upstream)
+      // A streamed body the app server answered before reading to its end:
+      // discard the rest, or the client's keep-alive connection stalls (its
+      // next request waits for a read nobody makes, until a timeout resets it).
+      if (!req.complete) {
+        req.unpipe()
+        req.resume()
+      }
       if (state.failed || !res.headersSent) return // errors are counted by code in fail()
       requestsFor(res.statusCode).inc()
       metrics.duration.observe((performance.now() - state.started) / 1e3)

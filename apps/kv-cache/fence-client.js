@@ -4,11 +4,24 @@ const { Agent, request } = require('undici')
 const { setTimeout: delay } = require('node:timers/promises')
 const { InvalidArgumentError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
+const { signRequest } = require('../../core/cluster-auth')
 
 /** The internal route every replica serves on its data port (routes.js). */
 const FENCE_PATH = '/kv/_fence'
 const PHASES = Object.freeze(['hold', 'release', 'abort'])
 const RETRY_MS = 25 // between attempts at one replica, after a network error or a 5xx
+
+/**
+ * What a signed fence binds besides its path (the key) and body (the value):
+ * the replica it is for and every header the replica acts on. Without the
+ * target, a fence captured on its way to one replica could be replayed to
+ * another within the replay window; without the headers, changed on the way.
+ * The sender passes its own values, the receiver what it received.
+ */
+function fenceContext ({ to, phase, fenceId, from, generation, version, contentType }) {
+  const v = (x) => (x === undefined ? '' : String(x))
+  return `kv-fence\nto:${v(to)}\nphase:${v(phase)}\nid:${v(fenceId)}\nfrom:${v(from)}\ngeneration:${v(generation)}\nversion:${v(version)}\ncontent-type:${v(contentType)}`
+}
 
 /**
  * The writing primary's side of write fencing: send one phase (`hold`,
@@ -24,17 +37,25 @@ const RETRY_MS = 25 // between attempts at one replica, after a network error or
  * Outcomes per replica: `ok` (applied), `not_admitted` (421: the replica does
  * not admit the slice now; it distrusts its cache when it gains it again),
  * `failed` (unreachable, timed out, or refused with another status).
+ *
+ * With a cluster token every attempt is signed afresh (core/cluster-auth.js,
+ * bound to its target and headers by fenceContext), and replicas refuse
+ * unsigned fences.
  */
 class FenceClient {
+  #token // the cluster token; kept off the object's enumerable state
+
   /**
    * @param {object} options
    * @param {string} options.serverId sent as X-KV-Fence-From
    * @param {number} options.timeoutMs per phase, every retry included
+   * @param {string} [options.clusterToken] sign every fence with it
    * @param {{ fencesSent }} [options.metrics]
    */
-  constructor ({ serverId, timeoutMs, metrics = null, logger = silent }) {
+  constructor ({ serverId, timeoutMs, clusterToken, metrics = null, logger = silent }) {
     if (!Number.isInteger(timeoutMs) || timeoutMs < 1) throw new InvalidArgumentError('invalid fenceTimeoutMs: expected an integer >= 1')
     this.serverId = serverId
+    this.#token = clusterToken
     this.timeoutMs = timeoutMs
     this.metrics = metrics
     this.logger = logger
@@ -61,7 +82,8 @@ class FenceClient {
     const body = phase === 'release' && value !== undefined ? value : undefined
     if (body !== undefined) headers['content-type'] = contentType
     const path = `${FENCE_PATH}?key=${encodeURIComponent(key)}`
-    const results = await Promise.all(targets.map((t) => this.#one(t, path, headers, deadline, body)))
+    const context = (to) => fenceContext({ to, phase, fenceId, from: this.serverId, generation, version, contentType: headers['content-type'] })
+    const results = await Promise.all(targets.map((t) => this.#one(t, path, headers, deadline, body, context)))
     const out = { ok: [], notAdmitted: [], failed: [] }
     results.forEach((r, i) => {
       const target = targets[i]
@@ -73,16 +95,20 @@ class FenceClient {
     return out
   }
 
-  async #one (target, path, headers, deadline, body) {
+  async #one (target, path, headers, deadline, body, context) {
     if (!target.url) return { outcome: 'failed', reason: `no URL known for server ${target.id}` }
     let reason = 'timed out'
     for (;;) {
       const left = deadline - Date.now()
       if (left <= 0) return { outcome: 'failed', reason }
       try {
-        const res = await request(target.url + path, {
+        const url = new URL(target.url + path) // the path as undici sends it (normalized), which is what is signed
+        const signed = this.#token === undefined
+          ? headers
+          : { ...headers, ...signRequest({ token: this.#token, method: 'POST', path: url.pathname + url.search, body, context: context(target.id) }) }
+        const res = await request(url, {
           method: 'POST',
-          headers,
+          headers: signed,
           body,
           dispatcher: this.agent,
           headersTimeout: left,
@@ -107,4 +133,4 @@ class FenceClient {
   }
 }
 
-module.exports = { FenceClient, FENCE_PATH, PHASES }
+module.exports = { FenceClient, FENCE_PATH, PHASES, fenceContext }

@@ -53,16 +53,16 @@ async function create (options = {}) {
 
     const cache = await openCache(o, log, metrics, closers)
     metrics.backend.set({ backend: cache.backend }, 1)
-    const fencer = new FenceClient({ serverId: o.serverId, timeoutMs: o.fenceTimeoutMs, metrics, logger: log })
+    const fencer = new FenceClient({ serverId: o.serverId, timeoutMs: o.fenceTimeoutMs, clusterToken: o.clusterToken, metrics, logger: log })
     closers.push(() => fencer.close())
     const service = new KvService({ store, cache, metrics, fencer, holdLapseMs: o.holdLapseMs, serverId: o.serverId, logger: log })
     closers.push(() => service.settle())
     const directory = new ServerDirectory()
-    log.info({ table: o.table, dynamoEndpoint: o.dynamoEndpoint || 'aws', cache: cache.backend, redisUrl: redact(cache.url) }, 'kv-cache ready')
+    log.info({ table: o.table, dynamoEndpoint: o.dynamoEndpoint || 'aws', cache: cache.backend, redisUrl: redact(cache.url), signedFences: o.clusterToken !== undefined }, 'kv-cache ready')
 
     let closed = false
     return {
-      app: createRoutes({ service, maxValueBytes: o.maxValueBytes, serverId: o.serverId, urlOf: (id, req) => directory.urlOf(id, req), metrics, logger: log }),
+      app: createRoutes({ service, maxValueBytes: o.maxValueBytes, serverId: o.serverId, urlOf: (id, req) => directory.urlOf(id, req), clusterToken: o.clusterToken, metrics, logger: log }),
       // Admission under leases: a value is only ever served by servers the
       // last write held and fenced (docs/ownership.md, docs/replication.md).
       consistency: 'strict',

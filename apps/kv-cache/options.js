@@ -4,6 +4,7 @@ const { Registry } = require('prom-client')
 const { InvalidArgumentError } = require('../../core/errors')
 const { ENV } = require('../../core/settings')
 const { silent } = require('../../core/logger')
+const { validateToken } = require('../../core/cluster-auth')
 
 const fromEnv = (key) => Object.values(ENV.kvCache).find((s) => s.key === key).default
 
@@ -36,6 +37,10 @@ const defaults = Object.freeze({
   // longest write the primary still acknowledges (a hold phase plus DynamoDB's
   // 3 attempts): see the check below.
   holdLapseMs: 30000,
+  // The shared cluster secret (docs/security.md): fence requests between
+  // replicas are signed with it, and the fence route takes signed ones only.
+  // undefined: fences are not authenticated (see the README's known limits).
+  clusterToken: undefined,
   registry: undefined, // prom-client Registry; a private one when absent
   logger: silent
 })
@@ -70,6 +75,7 @@ function resolveOptions (options = {}) {
   if (!isPosInt(o.holdLapseMs)) fail('holdLapseMs', 'a positive integer (milliseconds)')
   if (o.holdLapseMs <= o.fenceTimeoutMs + 4 * o.dynamoTimeoutMs) fail('holdLapseMs', `more than fenceTimeoutMs + 4 × dynamoTimeoutMs (${o.fenceTimeoutMs + 4 * o.dynamoTimeoutMs} ms), so a hold outlives any write it announces`)
   if (typeof o.serverId !== 'string' || !/^[A-Za-z0-9._-]+$/.test(o.serverId)) fail('serverId', 'a non-empty string of [A-Za-z0-9._-]')
+  validateToken(o.clusterToken) // its message names the option, never the value
   if (o.registry !== undefined && !(o.registry instanceof Registry)) fail('registry', 'a prom-client Registry')
   if (!o.logger || typeof o.logger.child !== 'function') fail('logger', 'a pino logger')
   return o

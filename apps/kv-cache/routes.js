@@ -8,7 +8,8 @@ const { generationOf: generationOfVersion, clockOf } = require('./version')
 
 /** A release's version may run ahead of this server's clock by at most this (clock skew between replicas). */
 const MAX_VERSION_AHEAD_MS = 5000
-const { FENCE_PATH, PHASES } = require('./fence-client')
+const { FENCE_PATH, PHASES, fenceContext } = require('./fence-client')
+const { RequestVerifier } = require('../../core/cluster-auth')
 const {
   InvalidArgumentError,
   MalformedBodyError,
@@ -48,9 +49,12 @@ const DEFAULT_CONTENT_TYPE = 'application/octet-stream'
  * @param {string} options.serverId this server's id, as in the assignment
  * @param {(id: string, req) => string|undefined} options.urlOf a server's data URL
  * @param {ReturnType<import('./metrics').createMetrics>} options.metrics
+ * @param {string} [options.clusterToken] fence requests must be signed with it
  */
-function createRoutes ({ service, maxValueBytes, serverId, urlOf, metrics, logger }) {
+function createRoutes ({ service, maxValueBytes, serverId, urlOf, clusterToken, metrics, logger }) {
   const router = express.Router()
+  // Fences arrive on the data port, so they carry their own signature.
+  const fenceVerifier = clusterToken === undefined ? null : new RequestVerifier({ token: clusterToken })
   const tooLarge = (n) => new PayloadTooLargeError(`value too large${Number.isFinite(n) ? ` (${n} bytes)` : ''}: the limit (maxValueBytes) is ${maxValueBytes} bytes`)
 
   const readBody = express.raw({ type: () => true, limit: maxValueBytes })
@@ -140,9 +144,11 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, metrics, logge
    * (`release`, with `X-KV-Version`) or lets go of (`abort`) key K on this
    * replica. It is a request for K, so the shard guard admits it only while
    * this server admits K's slice (421 otherwise, which the writer counts as
-   * done). Authentication is only this: the headers must be complete and
-   * consistent and the sender a listed replica of the slice; anyone who can
-   * reach the data port can still send one (see the README).
+   * done). With a cluster token the request must be signed with it, for
+   * this server, over its key, headers and body (fenceContext); without one
+   * authentication is only this: the headers must be complete and consistent
+   * and the sender a listed replica of the slice, and anyone who can reach
+   * the data port can send one (see the README).
    */
   router.post(FENCE_PATH, (req, res, next) => {
     // A release may carry the written value (write-through to this replica's cache).
@@ -150,6 +156,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, metrics, logge
     if (declared > maxValueBytes) return next(tooLarge(declared))
     readBody(req, res, (err) => next(err && bodyError(err, tooLarge)))
   }, async (req, res) => {
+    if (fenceVerifier) verifyFence(req)
     const { key, slice } = keyOf(req)
     const { phase, fenceId, version } = fenceOf(req)
     metrics.fencesReceived.inc({ phase })
@@ -162,6 +169,23 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, metrics, logge
     res.setHeader('X-KV-Outcome', 'fence')
     res.status(204).end()
   })
+
+  function verifyFence (req) {
+    const h = req.headers
+    try {
+      fenceVerifier.verify({
+        method: req.method,
+        path: req.originalUrl,
+        headers: h,
+        rawBody: Buffer.isBuffer(req.body) ? req.body : undefined,
+        context: fenceContext({ to: serverId, phase: h['x-kv-fence'], fenceId: h['x-kv-fence-id'], from: h['x-kv-fence-from'], generation: h['x-chopper-generation'], version: h['x-kv-version'], contentType: h['content-type'] })
+      })
+    } catch (err) {
+      metrics.fencesRefused.inc()
+      logger.warn({ from: h['x-kv-fence-from'], ip: req.socket.remoteAddress, err: { code: err.code, message: err.message } }, 'fence request refused')
+      throw err
+    }
+  }
 
   function fenceOf (req) {
     const refuse = (what) => {

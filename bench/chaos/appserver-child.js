@@ -85,6 +85,7 @@ const handlers = {
       advertiseHost: '127.0.0.1',
       port: 0,
       controlPort: 0,
+      clusterToken: config.clusterToken, // signs its control calls and its replica fences
       // undefined keeps kv-cache's default (strict); set only for a negative control
       ...(config.consistency ? { consistency: config.consistency } : {})
     })

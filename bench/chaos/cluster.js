@@ -1,5 +1,6 @@
 'use strict'
 
+const crypto = require('node:crypto')
 const fs = require('node:fs')
 const path = require('node:path')
 const pino = require('pino')
@@ -10,6 +11,7 @@ const { sliceKey } = require('../../core/keyspace')
 const { pollUntil } = require('../../core/poll')
 const { InvalidArgumentError, InternalError } = require('../../core/errors')
 const { startAppServerProcess } = require('./appserver-process')
+const { validateToken } = require('../../core/cluster-auth')
 
 /** Every option of startChaosCluster and its default. */
 const defaults = Object.freeze({
@@ -22,6 +24,9 @@ const defaults = Object.freeze({
   logDir: undefined, // required: controller, front end and app server logs go here
   logLevel: 'info', // controller and front ends (bench.log)
   appLogLevel: 'warn', // app servers (app-N.log)
+  // The cluster token every component signs control calls with, as npm start
+  // runs (docs/security.md). undefined: a random one for the run.
+  clusterToken: undefined,
   readyTimeoutMs: 30000
 })
 
@@ -40,6 +45,7 @@ async function startChaosCluster (options = {}) {
   for (const k of ['servers', 'frontends']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1 || opts[k] > 16) throw new InvalidArgumentError(`invalid ${k}: expected an integer from 1 to 16`)
   }
+  const clusterToken = opts.clusterToken === undefined ? crypto.randomBytes(32).toString('base64url') : validateToken(opts.clusterToken)
   fs.mkdirSync(opts.logDir, { recursive: true })
   const benchLog = path.join(opts.logDir, 'bench.log')
   const logger = pino({ level: opts.logLevel }, pino.destination({ dest: benchLog, sync: true }))
@@ -59,7 +65,7 @@ async function startChaosCluster (options = {}) {
   try {
     dynamo = await startDynalite({ logger })
     closers.push(() => dynamo.close())
-    controller = createController({ periodMs: opts.periodMs, startupFenceMs: 0, logger, ...(opts.handoff ? { handoff: opts.handoff } : {}) })
+    controller = createController({ periodMs: opts.periodMs, startupFenceMs: 0, clusterToken, logger, ...(opts.handoff ? { handoff: opts.handoff } : {}) })
     const { url: controllerUrl } = await controller.start()
     closers.push(() => controller.close())
 
@@ -78,7 +84,7 @@ async function startChaosCluster (options = {}) {
 
     frontends = []
     for (let i = 0; i < opts.frontends; i++) {
-      const fe = createFrontend({ id: `fe-${i + 1}`, controllerUrl, logger })
+      const fe = createFrontend({ id: `fe-${i + 1}`, controllerUrl, clusterToken, logger })
       const urls = await fe.start()
       closers.push(() => fe.close())
       frontends.push({ id: fe.id, ...urls, frontend: fe })
@@ -102,7 +108,8 @@ async function startChaosCluster (options = {}) {
       redisUrl: m.redis.url,
       logFile: path.join(opts.logDir, `${id}.log`),
       logLevel: opts.appLogLevel,
-      consistency: opts.consistency
+      consistency: opts.consistency,
+      clusterToken
     })
     logger.info({ server: id, pid: m.proc.pid, incarnation: m.incarnation, url: m.proc.url }, 'chaos: app server process started')
     return m.proc
@@ -160,6 +167,7 @@ async function startChaosCluster (options = {}) {
   return {
     ids,
     controller,
+    clusterToken, // for the bench's own control calls (slice moves)
     logger,
     logDir: opts.logDir,
     get controllerUrl () { return controller.url },

@@ -149,7 +149,7 @@ async function movesWithRedisRestarts (ctx, phase) {
     const t = ctx.now()
     let res
     try {
-      res = await postJson(`${cluster.controllerUrl}/v1/move`, { key, to, wait: true }, { timeoutMs: 20000 })
+      res = await postJson(`${cluster.controllerUrl}/v1/move`, { key, to, wait: true }, { timeoutMs: 20000, token: cluster.clusterToken })
     } catch (err) {
       errors[err.code || err.name] = (errors[err.code || err.name] || 0) + 1
       continue

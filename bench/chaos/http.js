@@ -2,16 +2,24 @@
 
 const { request } = require('undici')
 const { InternalError } = require('../../core/errors')
+const { signRequest } = require('../../core/cluster-auth')
 
 /**
  * The bench's own small HTTP calls (metrics scrapes, moves), each bounded by
- * `timeoutMs`. Throws on a transport error; non-2xx answers are returned.
+ * `timeoutMs`; signed with `token` (the cluster token) when given. Throws on
+ * a transport error; non-2xx answers are returned.
  */
-async function call (method, url, { json, timeoutMs = 10000 } = {}) {
+async function call (method, url, { json, timeoutMs = 10000, token } = {}) {
+  const body = json === undefined ? undefined : JSON.stringify(json)
+  const headers = json === undefined ? {} : { 'content-type': 'application/json' }
+  if (token !== undefined) {
+    const u = new URL(url)
+    Object.assign(headers, signRequest({ token, method, path: u.pathname + u.search, body }))
+  }
   const res = await request(url, {
     method,
-    headers: json === undefined ? {} : { 'content-type': 'application/json' },
-    body: json === undefined ? undefined : JSON.stringify(json),
+    headers,
+    body,
     signal: AbortSignal.timeout(timeoutMs)
   })
   const text = await res.body.text()

@@ -43,11 +43,11 @@ function appOptionsOf (experiment) {
  * (bench/lib/app-process.js), wrapped in the capacity model.
  * @param {string} name a key of CONTENDERS
  * @param {object} experiment a normalised scenario experiment block
- * @param {{ logger? }} [options]
+ * @param {{ logger?, clusterToken?: string }} [options] clusterToken: the Chopper side's control calls are signed with it (docs/security.md)
  * @returns {Promise<{ name, target: string[], serverIds: string[], servers: object[], controller: object|null, haproxy: object|null, close: () => Promise<void> }>}
  *   `servers`: the app server processes ({ id, pid, url, stats, flush, close })
  */
-async function startContender (name, experiment, { logger = silent } = {}) {
+async function startContender (name, experiment, { logger = silent, clusterToken } = {}) {
   if (!Object.hasOwn(CONTENDERS, name)) throw new InvalidArgumentError(`invalid contender: expected one of ${CONTENDER_NAMES.join(', ')}, got ${JSON.stringify(name)}`)
   const c = CONTENDERS[name]
   const closers = []
@@ -64,7 +64,7 @@ async function startContender (name, experiment, { logger = silent } = {}) {
     appOptions = { ...appOptions, ...shared.options }
     const ids = Array.from({ length: experiment.servers }, (_, i) => `app-${i + 1}`)
     const run = c.strategy
-      ? await startChopperSide(c, experiment, ids, appOptions, closers, logger)
+      ? await startChopperSide(c, experiment, ids, appOptions, closers, logger, clusterToken)
       : await startHaproxySide(name, experiment, ids, appOptions, closers)
     return { name, serverIds: ids, ...run, close: closeAll }
   } catch (err) {
@@ -74,7 +74,7 @@ async function startContender (name, experiment, { logger = silent } = {}) {
 }
 
 /** Controller and front ends here; the app servers register with the controller. */
-async function startChopperSide (c, experiment, ids, appOptions, closers, logger) {
+async function startChopperSide (c, experiment, ids, appOptions, closers, logger, clusterToken) {
   const controller = createController({
     host: '127.0.0.1',
     port: 0,
@@ -83,11 +83,12 @@ async function startChopperSide (c, experiment, ids, appOptions, closers, logger
     periodMs: experiment.periodMs,
     loadMetric: experiment.loadMetric,
     startupFenceMs: 0, // a fresh cluster: no predecessor's leases to wait out
+    clusterToken,
     logger
   })
   const { url: controllerUrl } = await controller.start()
   closers.push(() => controller.close())
-  const servers = await startServers(experiment, ids, { appOptions, controllerUrl }, closers)
+  const servers = await startServers(experiment, ids, { appOptions, controllerUrl, clusterToken }, closers)
   const frontends = []
   for (let i = 0; i < experiment.frontends; i++) {
     const fe = createFrontend({
@@ -98,6 +99,7 @@ async function startChopperSide (c, experiment, ids, appOptions, closers, logger
       controllerUrl,
       connections: experiment.connections,
       upstreamTimeoutMs: experiment.timeoutMs + 5000,
+      clusterToken,
       logger
     })
     const urls = await fe.start()

@@ -24,7 +24,9 @@ const handlers = {
     // CHOPPER_EXPERIMENT_LOG=warn (or info, debug): the controller's and front ends' logs on stderr
     const level = process.env.CHOPPER_EXPERIMENT_LOG
     const logger = level ? require('pino')({ level }, process.stderr) : undefined
-    sut = await startContender(name, experiment, logger ? { logger } : undefined)
+    // A configured cluster token signs the contender's control plane as in production; unset, it runs as before.
+    const clusterToken = process.env.CHOPPER_CLUSTER_TOKEN || undefined
+    sut = await startContender(name, experiment, { ...(logger ? { logger } : {}), clusterToken })
     return {
       target: sut.target,
       serverIds: sut.serverIds,

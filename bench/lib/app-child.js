@@ -51,7 +51,7 @@ async function close () {
 
 serveChild({
   async start ({ config }) {
-    const { id, appOptions = {}, capacity, controllerUrl, enforceOwnership, logLevel = 'error' } = config
+    const { id, appOptions = {}, capacity, controllerUrl, clusterToken, enforceOwnership, logLevel = 'error' } = config
     const logger = pino({ level: logLevel, base: { pid: process.pid, serverId: id } }, pino.destination({ fd: 2, sync: true }))
     const registry = new Registry()
     const useModel = Boolean(capacity && capacity.mode === 'model')
@@ -61,6 +61,7 @@ serveChild({
       registry,
       logger,
       controllerUrl,
+      clusterToken, // undefined unless the run configured one
       host: '127.0.0.1',
       advertiseHost: '127.0.0.1',
       port: 0,

@@ -21,7 +21,7 @@ function forkAppProcess (app) {
   return {
     pid: child.pid,
     /**
-     * @param {{ id: string, appOptions?: object, capacity?: object, controllerUrl?: string, enforceOwnership?: boolean, logLevel?: string }} config
+     * @param {{ id: string, appOptions?: object, capacity?: object, controllerUrl?: string, clusterToken?: string, enforceOwnership?: boolean, logLevel?: string }} config
      *   appOptions must survive IPC (plain data: no registry, no logger)
      */
     async start (config) {

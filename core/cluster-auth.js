@@ -1,0 +1,228 @@
+'use strict'
+
+const crypto = require('node:crypto')
+const express = require('express')
+const { InvalidArgumentError, UnauthenticatedError, ForbiddenError, ReplayCacheFullError } = require('./errors')
+
+/**
+ * The authenticated control plane (docs/security.md): every control call
+ * carries an HMAC-SHA256 of its method, path with query, a timestamp, a
+ * one-time nonce and its body's SHA-256, keyed by the cluster token
+ * (CHOPPER_CLUSTER_TOKEN). A receiver accepts a call only when the signature
+ * matches, the timestamp is within ±maxSkewMs of its own clock, and the nonce
+ * is new within that window: a captured call cannot be replayed, nor be
+ * altered in its path or body.
+ */
+
+const HEADERS = Object.freeze({
+  timestamp: 'x-chopper-timestamp',
+  nonce: 'x-chopper-nonce',
+  signature: 'x-chopper-signature'
+})
+const MIN_TOKEN_LENGTH = 16
+const TIMESTAMP = /^\d{1,15}$/
+const NONCE = /^[A-Za-z0-9_-]{8,64}$/
+const SIGNATURE = /^[A-Za-z0-9_-]{43}$/ // 32 bytes, base64url without padding
+const EMPTY = Buffer.alloc(0)
+
+/**
+ * A cluster token option: undefined (unauthenticated) or a string of at
+ * least 16 characters. The message names the option, never the value.
+ * @returns {string|undefined}
+ */
+function validateToken (token, name = 'clusterToken') {
+  if (token === undefined) return undefined
+  if (typeof token !== 'string' || token.length < MIN_TOKEN_LENGTH) {
+    throw new InvalidArgumentError(`invalid ${name}: expected a string of at least ${MIN_TOKEN_LENGTH} characters (the shared cluster secret, CHOPPER_CLUSTER_TOKEN)`)
+  }
+  return token
+}
+
+function bodyBytes (body) {
+  if (body === undefined || body === null) return EMPTY
+  if (Buffer.isBuffer(body)) return body
+  if (typeof body === 'string') return Buffer.from(body, 'utf8')
+  throw new InvalidArgumentError('invalid body: expected a string, a Buffer or undefined')
+}
+
+/**
+ * The signed string. `context` (optional) binds more of the request than its
+ * method, path and body, e.g. headers the receiver acts on; both sides must
+ * compute it alike. Without one the string is the five lines only.
+ */
+function mac (token, method, path, timestamp, nonce, body, context) {
+  const bodyHash = crypto.createHash('sha256').update(bodyBytes(body)).digest('hex')
+  const h = crypto.createHmac('sha256', token)
+  h.update(`${String(method).toUpperCase()}\n${path}\n${timestamp}\n${nonce}\n${bodyHash}`)
+  if (context) h.update(`\n${context}`)
+  return h.digest()
+}
+
+/**
+ * Sign one request.
+ * @param {{ token: string, method: string, path: string, body?: string|Buffer, now?: number, nonce?: string, context?: string }} request
+ *   path: the path with its query, exactly as sent; body: its exact bytes
+ * @returns {{ 'x-chopper-timestamp': string, 'x-chopper-nonce': string, 'x-chopper-signature': string }}
+ */
+function signRequest ({ token, method, path, body, now = Date.now(), nonce = crypto.randomBytes(12).toString('base64url'), context }) {
+  if (validateToken(token, 'token') === undefined) throw new InvalidArgumentError('invalid token: expected the cluster token')
+  const timestamp = String(Math.floor(now))
+  return {
+    [HEADERS.timestamp]: timestamp,
+    [HEADERS.nonce]: nonce,
+    [HEADERS.signature]: mac(token, method, path, timestamp, nonce, body, context).toString('base64url')
+  }
+}
+
+/**
+ * The receiver's side: checks signatures, the clock window and nonces.
+ * One verifier per listener: its nonce cache is what refuses replays there.
+ */
+class RequestVerifier {
+  #token // never on the object's enumerable state (a logged verifier must not leak it)
+
+  /**
+   * @param {{ token: string, maxSkewMs?: number, maxNonces?: number, now?: () => number }} options
+   *   now: wall-clock ms (the timestamps are the senders' wall clocks)
+   */
+  constructor ({ token, maxSkewMs = 30000, maxNonces = 100000, now = Date.now } = {}) {
+    if (validateToken(token, 'token') === undefined) throw new InvalidArgumentError('invalid token: expected the cluster token')
+    if (!Number.isInteger(maxSkewMs) || maxSkewMs < 1) throw new InvalidArgumentError('invalid maxSkewMs: expected an integer >= 1')
+    if (!Number.isInteger(maxNonces) || maxNonces < 1) throw new InvalidArgumentError('invalid maxNonces: expected an integer >= 1')
+    if (typeof now !== 'function') throw new InvalidArgumentError('invalid now: expected a function returning ms')
+    this.#token = token
+    this.maxSkewMs = maxSkewMs
+    this.maxNonces = maxNonces
+    this.now = now
+    // nonce -> the time (ms, receiver clock) after which its timestamp is out
+    // of the window, so the nonce need not be remembered any more. Insertion
+    // order is roughly expiry order (timestamps vary by the senders' skew).
+    this.nonces = new Map()
+    this.stats = { accepted: 0, unauthenticated: 0, forbidden: 0, replayed: 0, full: 0 }
+  }
+
+  /**
+   * Throws UnauthenticatedError (401) when the signature headers are missing,
+   * ForbiddenError (403) when the signature is wrong, the timestamp outside
+   * the window or the nonce already seen, ReplayCacheFullError (503) when too
+   * many signed requests arrived within one window to remember their nonces.
+   * @param {{ method: string, path: string, headers: object, rawBody?: Buffer, context?: string }} request
+   *   path: the path with its query as received (Express: req.originalUrl)
+   */
+  verify ({ method, path, headers, rawBody, context }) {
+    const timestamp = headers[HEADERS.timestamp]
+    const nonce = headers[HEADERS.nonce]
+    const signature = headers[HEADERS.signature]
+    if (timestamp === undefined || nonce === undefined || signature === undefined) {
+      this.stats.unauthenticated++
+      throw new UnauthenticatedError('unauthenticated control call: sign it with the cluster token (X-Chopper-Timestamp, X-Chopper-Nonce, X-Chopper-Signature)')
+    }
+    const forbid = (message) => {
+      this.stats.forbidden++
+      return new ForbiddenError(message)
+    }
+    if (typeof timestamp !== 'string' || !TIMESTAMP.test(timestamp)) throw forbid('malformed X-Chopper-Timestamp: expected ms since the epoch')
+    if (typeof nonce !== 'string' || !NONCE.test(nonce)) throw forbid('malformed X-Chopper-Nonce: expected 8 to 64 base64url characters')
+    if (typeof signature !== 'string' || !SIGNATURE.test(signature)) throw forbid('malformed X-Chopper-Signature: expected an HMAC-SHA256 in base64url')
+    const now = this.now()
+    const ts = Number(timestamp)
+    if (Math.abs(now - ts) > this.maxSkewMs) {
+      throw forbid(`stale or future timestamp: ${Math.round((now - ts) / 1000)} s from this clock, outside ±${this.maxSkewMs / 1000} s (replayed, or clocks out of sync)`)
+    }
+    const expected = mac(this.#token, method, path, timestamp, nonce, rawBody, context)
+    if (!crypto.timingSafeEqual(expected, Buffer.from(signature, 'base64url'))) {
+      throw forbid('bad signature: not signed with this cluster\'s token, or the method, path or body changed on the way')
+    }
+    // Only signed requests reach the cache, so an outsider cannot fill it.
+    if (this.nonces.has(nonce)) {
+      this.stats.replayed++
+      throw forbid('replayed request: this nonce was already used within the window')
+    }
+    this.#remember(nonce, ts + this.maxSkewMs, now)
+    this.stats.accepted++
+  }
+
+  #remember (nonce, expiresAt, now) {
+    // Cheap pruning from the front; a full sweep only when the cache is full.
+    for (const [n, t] of this.nonces) {
+      if (t >= now) break
+      this.nonces.delete(n)
+    }
+    if (this.nonces.size >= this.maxNonces) {
+      for (const [n, t] of this.nonces) if (t < now) this.nonces.delete(n)
+      if (this.nonces.size >= this.maxNonces) {
+        this.stats.full++
+        throw new ReplayCacheFullError(`more than ${this.maxNonces} signed requests within ${this.maxSkewMs / 1000} s: refused rather than forget a nonce; retry`)
+      }
+    }
+    this.nonces.set(nonce, expiresAt)
+  }
+}
+
+/**
+ * Express middleware verifying each request with `verifier` (after the body
+ * parser: see jsonWithRawBody); a pass-through when `verifier` is null (no
+ * cluster token configured). Errors go to the app's JSON error handler.
+ */
+function verifyMiddleware (verifier) {
+  if (!verifier) return function unauthenticated (req, res, next) { next() }
+  return function verifySignature (req, res, next) {
+    try {
+      verifier.verify({ method: req.method, path: req.originalUrl, headers: req.headers, rawBody: req.rawBody })
+      next()
+    } catch (err) {
+      next(err)
+    }
+  }
+}
+
+/**
+ * express.json() that also keeps the exact bytes it parsed in `req.rawBody`,
+ * which is what the signature covers (re-serializing req.body would not give
+ * the same bytes). A body the parser does not read (not JSON) counts as empty.
+ */
+function jsonWithRawBody (limit) {
+  return express.json({ limit, verify: (req, res, buf) => { req.rawBody = buf } })
+}
+
+/**
+ * Sign every request `instance` (axios) sends with `token`. The interceptor
+ * serializes `config.data` itself (JSON for objects) and builds the final URL
+ * (baseURL, url and params) so that the bytes and the path it signs are
+ * exactly those sent. Each attempt gets its own nonce.
+ * @returns {number} the interceptor id (instance.interceptors.request.eject(id))
+ */
+function attachSigner (instance, token) {
+  if (validateToken(token) === undefined) throw new InvalidArgumentError('invalid clusterToken: expected the cluster token')
+  return instance.interceptors.request.use((config) => {
+    let body
+    if (config.data !== undefined && config.data !== null) {
+      if (Buffer.isBuffer(config.data)) body = config.data
+      else if (typeof config.data === 'string') body = Buffer.from(config.data, 'utf8')
+      else {
+        body = Buffer.from(JSON.stringify(config.data), 'utf8')
+        config.headers.set('Content-Type', 'application/json')
+      }
+      config.data = body // a Buffer passes axios's request transforms untouched
+    }
+    // What the http adapter sends: the URL parsed (normalized), then params appended.
+    const full = new URL(instance.getUri({ baseURL: config.baseURL, url: config.url, params: config.params, paramsSerializer: config.paramsSerializer, allowAbsoluteUrls: config.allowAbsoluteUrls }))
+    config.url = full.href
+    config.baseURL = undefined
+    config.params = undefined
+    const method = (config.method || 'get').toUpperCase()
+    const headers = signRequest({ token, method, path: full.pathname + full.search, body })
+    for (const [k, v] of Object.entries(headers)) config.headers.set(k, v)
+    return config
+  })
+}
+
+/**
+ * The one warning a component logs when it runs without a token.
+ * @param {import('pino').Logger} logger
+ */
+function warnUnauthenticated (logger) {
+  logger.warn('control plane unauthenticated: set clusterToken / CHOPPER_CLUSTER_TOKEN')
+}
+
+module.exports = { signRequest, RequestVerifier, verifyMiddleware, jsonWithRawBody, attachSigner, validateToken, warnUnauthenticated, HEADERS, MIN_TOKEN_LENGTH }
