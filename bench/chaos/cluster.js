@@ -5,6 +5,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const pino = require('pino')
 const { createController } = require('../../controller')
+const { DynamoStateStore } = require('../../controller/state-store')
 const { createFrontend } = require('../../frontend')
 const { spawnRedis, startDynalite } = require('../../apps/kv-cache/embedded')
 const { sliceKey } = require('../../core/keyspace')
@@ -17,6 +18,7 @@ const { validateToken } = require('../../core/cluster-auth')
 const defaults = Object.freeze({
   servers: 3,
   frontends: 2,
+  controllers: 2, // a leader and a standby sharing a state table in the dynalite (docs/controller-ha.md)
   periodMs: 1000, // balancing period; everything else is the controller's default
   // Negative controls only (to check the bench can see a violation): undefined = the system's defaults.
   handoff: undefined, // controller: 'fenced' | 'none'
@@ -31,7 +33,7 @@ const defaults = Object.freeze({
 })
 
 /**
- * The system under test: one controller and the front ends in this process,
+ * The system under test: two controllers (a leader and a standby, sharing a state table in the dynalite) and the front ends in this process,
  * one in-process dynalite shared by all, and `servers` kv-cache app servers,
  * each in its own child process with its own redis-server, which this module
  * spawns and can restart on the same port.
@@ -58,16 +60,30 @@ async function startChaosCluster (options = {}) {
 
   const ids = Array.from({ length: opts.servers }, (_, i) => `app-${i + 1}`)
   const members = new Map() // id -> { proc, redis, incarnation }
-  let controller
+  const controllers = [] // { controller, store, port }; the leader is whichever leads
+  let leader = null // the last controller seen leading
   let dynamo
   let frontends = []
+  const current = () => {
+    const now = controllers.find((c) => c.controller.leading)
+    if (now) leader = now.controller
+    return leader
+  }
 
   try {
     dynamo = await startDynalite({ logger })
     closers.push(() => dynamo.close())
-    controller = createController({ periodMs: opts.periodMs, startupFenceMs: 0, clusterToken, logger, ...(opts.handoff ? { handoff: opts.handoff } : {}) })
-    const { url: controllerUrl } = await controller.start()
-    closers.push(() => controller.close())
+    for (let i = 0; i < opts.controllers; i++) {
+      await startController(i)
+      if (i === 0) await pollUntil(() => controllers[0].controller.leading, { timeoutMs: opts.readyTimeoutMs, what: 'the first controller to lead' })
+    }
+    closers.push(async () => {
+      for (const c of controllers) {
+        await c.controller.close()
+        c.store.close()
+      }
+    })
+    const controllerUrl = controllers.map((c) => c.controller.url).join(',')
 
     for (const id of ids) {
       const redis = await spawnRedis({ logger })
@@ -95,6 +111,27 @@ async function startChaosCluster (options = {}) {
     throw err
   }
 
+  /** Start controller `i` (again, on its old port after a kill), a standby unless nobody leads. */
+  async function startController (i) {
+    const store = new DynamoStateStore({ table: 'chopper-controller', endpoint: dynamo.endpoint, logger })
+    const port = controllers[i] ? controllers[i].port : 0
+    const controller = createController({ periodMs: opts.periodMs, startupFenceMs: 0, clusterToken, store, controllerId: `controller-${i + 1}`, port, logger: logger.child({ controllerId: `controller-${i + 1}` }), ...(opts.handoff ? { handoff: opts.handoff } : {}) })
+    await controller.start()
+    controllers[i] = { controller, store, port: Number(new URL(controller.url).port) }
+    return controller
+  }
+
+  /** Kill the leading controller as SIGKILL would (no lease released); resolves its index and last published map. */
+  async function killLeader () {
+    const i = controllers.findIndex((c) => c.controller === current())
+    const { controller, store } = controllers[i]
+    const published = controller.published
+    await controller.crash()
+    store.close()
+    logger.warn({ controllerId: `controller-${i + 1}`, epoch: published && published.epoch }, 'chaos: leader controller killed')
+    return { index: i, published }
+  }
+
   /** Fork a (new) app server process for `id` on its Redis; resolves once it has registered. */
   async function startServer (id) {
     const m = members.get(id)
@@ -103,7 +140,7 @@ async function startChaosCluster (options = {}) {
     m.incarnation++
     m.proc = await startAppServerProcess({
       id,
-      controllerUrl: controller.url,
+      controllerUrl: controllers.map((c) => c.controller.url).join(','),
       dynamoEndpoint: dynamo.endpoint,
       redisUrl: m.redis.url,
       logFile: path.join(opts.logDir, `${id}.log`),
@@ -129,7 +166,7 @@ async function startChaosCluster (options = {}) {
   /** Resolves once the controller lists `id` at `url` with a live lease and the current map. */
   function waitRegistered (id, { url, timeoutMs = 30000 } = {}) {
     return pollUntil(() => {
-      const s = controller.status()
+      const s = current().status()
       const e = s.servers[id]
       return Boolean(e && (!url || e.url === url) && e.leaseRemainingMs > 0 && e.generation === s.generation)
     }, { timeoutMs, intervalMs: 20, what: `app server ${id} to be registered` })
@@ -138,8 +175,9 @@ async function startChaosCluster (options = {}) {
   /** Resolves once every server is registered, no handoff runs, and every member holds the current map. */
   function waitSettled ({ timeoutMs = 30000 } = {}) {
     return pollUntil(() => {
-      const a = controller.assignment
-      const s = controller.status()
+      const c = current()
+      const a = c.published
+      const s = c.status()
       return Boolean(a && ids.every((id) => s.servers[id] && s.servers[id].generation === a.generation) &&
         !s.handoff.inProgress && frontends.every((f) => f.frontend.table.generation === a.generation))
     }, { timeoutMs, intervalMs: 20, what: 'every component to hold the current assignment' })
@@ -147,7 +185,7 @@ async function startChaosCluster (options = {}) {
 
   /** The primary owner of each key under the controller's current map. */
   function ownersOf (keys) {
-    const a = controller.assignment
+    const a = current().published
     const out = new Map()
     if (!a) return out
     for (const key of keys) {
@@ -166,11 +204,15 @@ async function startChaosCluster (options = {}) {
 
   return {
     ids,
-    controller,
+    /** The leading controller (the last one seen leading, during a failover). */
+    get controller () { return current() },
+    controllers: () => controllers.map((c) => c.controller),
+    killLeader,
+    restartController: startController,
     clusterToken, // for the bench's own control calls (slice moves)
     logger,
     logDir: opts.logDir,
-    get controllerUrl () { return controller.url },
+    get controllerUrl () { return current().url },
     frontends,
     frontendUrls: frontends.map((f) => f.url),
     member: (id) => members.get(id),

@@ -2,7 +2,8 @@
 
 const { pollUntil } = require('../../core/poll')
 const { InternalError } = require('../../core/errors')
-const { getText, postJson } = require('./http')
+const { getText, postJson, putJson } = require('./http')
+const { keyChurn, withoutMoving } = require('../../core/assignment')
 const { promValue, quantile } = require('./measure')
 
 /**
@@ -194,12 +195,51 @@ async function movesWithRedisRestarts (ctx, phase) {
   if (restartLog.length !== restarts) throw new InternalError(`${restarts - restartLog.length} redis restarts did not complete`)
 }
 
+/**
+ * 5. Kill the leading controller (docs/controller-ha.md) as SIGKILL would: no
+ * lease released. The standby must lead within 5 s, move no key, and every
+ * member must refuse the dead leader's epoch; then the killed one comes back
+ * as a standby. The data plane never needs the controller: the phase's
+ * requests show whether anything failed meanwhile.
+ */
+async function leaderKill (ctx, phase) {
+  const { cluster } = ctx
+  const before = cluster.controller.published
+  let killed
+  const ev = await phase.event({ what: 'kill the leader controller', keys: [] }, async () => { killed = await cluster.killLeader() })
+  const led = await pollUntil(() => {
+    const c = cluster.controllers().find((x) => x.leading)
+    return c ? ctx.now() : null
+  }, { timeoutMs: 30000, intervalMs: 10, what: 'a standby to lead' })
+  await cluster.waitSettled({ timeoutMs: 30000 })
+  const settled = ctx.now()
+  const after = cluster.controller.published
+  const churn = keyChurn(withoutMoving(before), withoutMoving(after))
+  // Whatever the dead leader could still push (its epoch, any generation) is refused everywhere.
+  const forged = { ...killed.published, generation: after.generation + 1 }
+  const answers = await Promise.all(cluster.frontends.map((f) => putJson(`${f.controlUrl}/v1/assignment`, forged, { token: cluster.clusterToken })))
+  const refused = answers.filter((a) => a.status === 409 && a.body && a.body.error.code === 'CHOPPER_ERR_STALE_EPOCH').length
+  await cluster.restartController(killed.index)
+  const standbyAgain = !cluster.controllers()[killed.index].leading
+  phase.details.takeoverMs = ms(led - ev.at)
+  phase.details.settledMs = ms(settled - ev.at)
+  phase.details.churn = churn
+  phase.details.epochs = { before: before.epoch, after: after.epoch }
+  phase.details.deposedPushes = { sent: answers.length, refused }
+  phase.details.restartedAsStandby = standbyAgain
+  phase.note(`controller-${killed.index + 1} killed; the standby led after ${phase.details.takeoverMs} ms, members held its map after ${phase.details.settledMs} ms; churn ${churn}; ${refused} of ${answers.length} pushes under the old epoch refused; the killed one came back as a standby`)
+  if (churn > 0) throw new InternalError(`the failover moved ${churn} keys`)
+  if (refused !== answers.length) throw new InternalError(`${answers.length - refused} pushes under the deposed leader's epoch were accepted`)
+  if (!standbyAgain) throw new InternalError('the restarted controller took the lead from a live leader')
+}
+
 /** Every fault, in run order. */
 const FAULTS = Object.freeze([
   { name: 'sigkill', title: 'SIGKILL + restart', run: sigkill },
   { name: 'rolling-restart', title: 'rolling restart (SIGTERM)', run: rollingRestart },
   { name: 'hang-control', title: 'hung control port', run: hangControl },
-  { name: 'moves', title: 'moves + Redis restarts', run: movesWithRedisRestarts }
+  { name: 'moves', title: 'moves + Redis restarts', run: movesWithRedisRestarts },
+  { name: 'leader-kill', title: 'leader controller killed', run: leaderKill }
 ])
 
 module.exports = { FAULTS, busiest }

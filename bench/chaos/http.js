@@ -33,12 +33,15 @@ async function getText (url, options) {
   return text
 }
 
-/** POST JSON; resolves { status, body } with the parsed body (null if not JSON). */
-async function postJson (url, json, options) {
-  const { status, text } = await call('POST', url, { ...options, json })
+/** Send JSON; resolves { status, body } with the parsed body (null if not JSON). */
+async function sendJson (method, url, json, options) {
+  const { status, text } = await call(method, url, { ...options, json })
   let body = null
   try { body = JSON.parse(text) } catch {}
   return { status, body }
 }
 
-module.exports = { getText, postJson }
+const postJson = (url, json, options) => sendJson('POST', url, json, options)
+const putJson = (url, json, options) => sendJson('PUT', url, json, options)
+
+module.exports = { getText, postJson, putJson }

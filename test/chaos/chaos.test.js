@@ -78,20 +78,20 @@ describe('chaos bench: figures', () => {
 
 const haveRedis = Boolean(findBinary('redis-server'))
 
-;(haveRedis ? describe : describe.skip)('chaos bench: a tiny run (npm run chaos -- --quick --only sigkill,moves --moves 50)', () => {
+;(haveRedis ? describe : describe.skip)('chaos bench: a tiny run (npm run chaos -- --quick --only sigkill,moves,leader-kill --moves 50)', () => {
   let dir
   beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chaos-test-')) })
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }))
 
   test('prints the table and writes consistent JSON and Markdown', async () => {
-    const args = [RUN, '--quick', '--only', 'sigkill,moves', '--moves', '50', '--redis-every', '20', '--before-ms', '1000', '--after-ms', '1000', '--rate', '100', '--keys', '50', '--out', dir, '--log-dir', path.join(dir, 'logs')]
+    const args = [RUN, '--quick', '--only', 'sigkill,moves,leader-kill', '--moves', '50', '--redis-every', '20', '--before-ms', '1000', '--after-ms', '1000', '--rate', '100', '--keys', '50', '--out', dir, '--log-dir', path.join(dir, 'logs')]
     const { code, stdout, stderr } = await new Promise((resolve) => {
-      execFile(process.execPath, args, { timeout: 45000, killSignal: 'SIGKILL' }, (err, stdout, stderr) => resolve({ code: err ? err.code ?? err.signal : 0, stdout, stderr }))
+      execFile(process.execPath, args, { timeout: 75000, killSignal: 'SIGKILL' }, (err, stdout, stderr) => resolve({ code: err ? err.code ?? err.signal : 0, stdout, stderr }))
     })
     if (code !== 0) throw new Error(`chaos run exited with ${code}:\n${stderr.slice(-3000)}`)
 
     const result = JSON.parse(fs.readFileSync(path.join(dir, 'chaos.json'), 'utf8'))
-    expect(result.rows.map((r) => r.fault)).toEqual(['sigkill', 'moves'])
+    expect(result.rows.map((r) => r.fault)).toEqual(['sigkill', 'moves', 'leader-kill'])
     for (const r of result.rows) {
       expect(r.sent).toBeGreaterThan(0)
       expect(r.failed).toBeGreaterThanOrEqual(0)
@@ -100,7 +100,7 @@ const haveRedis = Boolean(findBinary('redis-server'))
       expect(Number.isInteger(r.misrouted) && r.misrouted >= 0).toBe(true)
       expect(['linearizable', 'violation', 'unknown']).toContain(r.verdict)
     }
-    const [kill, moves] = result.phases
+    const [kill, moves, leaderKill] = result.phases
     expect(kill.error).toBeNull()
     expect(kill.events).toHaveLength(1)
     expect(kill.events[0].keys).toBeGreaterThan(0)
@@ -109,6 +109,13 @@ const haveRedis = Boolean(findBinary('redis-server'))
     expect(moves.error).toBeNull()
     expect(moves.details.moves.changed).toBe(50)
     expect(moves.details.redisRestarts).toHaveLength(2)
+    // The leader controller killed under load: a standby leads within 5 s, no key moves, nothing fails.
+    expect(leaderKill.error).toBeNull()
+    expect(leaderKill.details.takeoverMs).toBeLessThanOrEqual(5000)
+    expect(leaderKill.details.churn).toBe(0)
+    expect(leaderKill.details.deposedPushes.refused).toBe(leaderKill.details.deposedPushes.sent)
+    expect(leaderKill.details.restartedAsStandby).toBe(true)
+    expect(leaderKill.requests.failed).toBe(0)
     expect(result.settings.controller.leaseMs).toBeGreaterThan(0)
     expect(result.settings.appServer.consistency).toBe('strict')
 
@@ -121,5 +128,5 @@ const haveRedis = Boolean(findBinary('redis-server'))
     expect(table[2]).toContain(`| ${result.rows[0].sent} `)
     expect(stdout).toContain('command:  node bench/chaos/run.js --quick')
     expect(fs.readFileSync(path.join(dir, 'chaos.md'), 'utf8')).toBe(toMarkdown(result) + '\n')
-  }, 60000)
+  }, 90000)
 })
