@@ -3,16 +3,13 @@
 const crypto = require('node:crypto')
 const zlib = require('node:zlib')
 const {
-  DescribeTableCommand,
-  CreateTableCommand,
   GetItemCommand,
   PutItemCommand,
   UpdateItemCommand,
   DeleteItemCommand
 } = require('@aws-sdk/client-dynamodb')
-const { createDynamoClient } = require('../core/dynamo-client')
+const { createDynamoClient, ensureTable } = require('../core/dynamo-client')
 const { DeposedError, InvalidArgumentError, StoreUnavailableError } = require('../core/errors')
-const { pollUntil } = require('../core/poll')
 const { silent } = require('../core/logger')
 
 const LEASE = 'lease'
@@ -55,33 +52,9 @@ class DynamoStateStore {
   }
 
   /** Create the table when missing (on-demand billing), then wait until it is ACTIVE. */
-  async ensureTable ({ create = true, timeoutMs = 60000 } = {}) {
-    const status = await this.#tableStatus()
-    if (status === 'ACTIVE') return
-    if (status === null) {
-      if (!create) throw new InvalidArgumentError(`DynamoDB table ${this.table} does not exist`)
-      try {
-        await this.client.send(new CreateTableCommand({
-          TableName: this.table,
-          BillingMode: 'PAY_PER_REQUEST',
-          AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
-          KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }]
-        }))
-      } catch (err) {
-        // Both controllers start together; one of them creates it.
-        if (err.name !== 'ResourceInUseException') throw this.#unavailable(err, 'createTable')
-      }
-    }
-    await pollUntil(async () => (await this.#tableStatus()) === 'ACTIVE', { timeoutMs, intervalMs: 100, what: `DynamoDB table ${this.table} to become ACTIVE` })
-  }
-
-  async #tableStatus () {
-    try {
-      return (await this.client.send(new DescribeTableCommand({ TableName: this.table }))).Table.TableStatus
-    } catch (err) {
-      if (err.name === 'ResourceNotFoundException') return null
-      throw this.#unavailable(err, 'describeTable')
-    }
+  ensureTable ({ create = true, timeoutMs = 60000 } = {}) {
+    // Both controllers start together; one of them creates it.
+    return ensureTable(this.client, { table: this.table, hashKey: 'pk', create, timeoutMs, intervalMs: 100, what: 'create', mapError: (err, op) => this.#unavailable(err, op) })
   }
 
   // ---- leader lease ----

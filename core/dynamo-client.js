@@ -1,6 +1,9 @@
 'use strict'
 
-const { DynamoDBClient } = require('@aws-sdk/client-dynamodb')
+const { DynamoDBClient, DescribeTableCommand, CreateTableCommand } = require('@aws-sdk/client-dynamodb')
+const { InvalidArgumentError } = require('./errors')
+const { pollUntil } = require('./poll')
+const { silent } = require('./logger')
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]', '::1'])
 
@@ -42,4 +45,39 @@ function createDynamoClient ({ endpoint, region, timeoutMs, credentials, env = p
   return new DynamoDBClient(config)
 }
 
-module.exports = { createDynamoClient, userSetCredentials, LOCAL_CREDENTIALS }
+/**
+ * Create `table` (one string hash key, on-demand billing) when it is missing,
+ * then wait until it is ACTIVE. Several processes may call it at once: one of
+ * them creates the table. `mapError(err, op)` turns SDK errors into ours.
+ * @param {DynamoDBClient} client
+ * @param {{ table: string, hashKey: string, create?: boolean, timeoutMs?: number, intervalMs?: number, what?: string, mapError: (err, op: string) => Error, logger? }} options
+ */
+async function ensureTable (client, { table, hashKey, create = true, timeoutMs = 60000, intervalMs = 200, what = 'createTable', mapError, logger = silent }) {
+  const status = async () => {
+    try {
+      return (await client.send(new DescribeTableCommand({ TableName: table }))).Table.TableStatus
+    } catch (err) {
+      if (err.name === 'ResourceNotFoundException') return null
+      throw mapError(err, 'describeTable')
+    }
+  }
+  const now = await status()
+  if (now === 'ACTIVE') return
+  if (now === null) {
+    if (!create) throw new InvalidArgumentError(`DynamoDB table ${table} does not exist and ${what} is false`)
+    try {
+      await client.send(new CreateTableCommand({
+        TableName: table,
+        BillingMode: 'PAY_PER_REQUEST',
+        AttributeDefinitions: [{ AttributeName: hashKey, AttributeType: 'S' }],
+        KeySchema: [{ AttributeName: hashKey, KeyType: 'HASH' }]
+      }))
+      logger.info({ table }, 'created DynamoDB table')
+    } catch (err) {
+      if (err.name !== 'ResourceInUseException') throw mapError(err, 'createTable')
+    }
+  }
+  await pollUntil(async () => (await status()) === 'ACTIVE', { timeoutMs, intervalMs, what: `DynamoDB table ${table} to become ACTIVE` })
+}
+
+module.exports = { createDynamoClient, ensureTable, userSetCredentials, LOCAL_CREDENTIALS }

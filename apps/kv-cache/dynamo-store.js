@@ -1,15 +1,9 @@
 'use strict'
 
-const {
-  DescribeTableCommand,
-  CreateTableCommand,
-  GetItemCommand,
-  PutItemCommand
-} = require('@aws-sdk/client-dynamodb')
-const { createDynamoClient, LOCAL_CREDENTIALS } = require('../../core/dynamo-client')
+const { GetItemCommand, PutItemCommand } = require('@aws-sdk/client-dynamodb')
+const { createDynamoClient, ensureTable, LOCAL_CREDENTIALS } = require('../../core/dynamo-client')
 const { FencedWriteError, InvalidArgumentError, PayloadTooLargeError, StoreUnavailableError } = require('../../core/errors')
 const { HybridClock, checkGeneration, makeVersion, generationOf } = require('./version')
-const { pollUntil } = require('../../core/poll')
 const { silent } = require('../../core/logger')
 
 // A write lands only above every version already stored. Items written before
@@ -52,39 +46,8 @@ class DynamoStore {
   }
 
   /** Create the table (on-demand billing) when missing, then wait until it is ACTIVE. */
-  async ensureTable ({ create = true, timeoutMs = 60000 } = {}) {
-    const status = await this.#tableStatus()
-    if (status === 'ACTIVE') return
-    if (status === null) {
-      if (!create) throw new InvalidArgumentError(`DynamoDB table ${this.table} does not exist and createTable is false`)
-      try {
-        await this.client.send(new CreateTableCommand({
-          TableName: this.table,
-          BillingMode: 'PAY_PER_REQUEST',
-          AttributeDefinitions: [{ AttributeName: 'k', AttributeType: 'S' }],
-          KeySchema: [{ AttributeName: 'k', KeyType: 'HASH' }]
-        }))
-        this.logger.info({ table: this.table }, 'created DynamoDB table')
-      } catch (err) {
-        // Several app servers start together; one of them wins the creation.
-        if (err.name !== 'ResourceInUseException') throw this.#mapError(err, 'createTable')
-      }
-    }
-    await pollUntil(async () => (await this.#tableStatus()) === 'ACTIVE', {
-      timeoutMs,
-      intervalMs: 200,
-      what: `DynamoDB table ${this.table} to become ACTIVE`
-    })
-  }
-
-  async #tableStatus () {
-    try {
-      const out = await this.client.send(new DescribeTableCommand({ TableName: this.table }))
-      return out.Table.TableStatus
-    } catch (err) {
-      if (err.name === 'ResourceNotFoundException') return null
-      throw this.#mapError(err, 'describeTable')
-    }
+  ensureTable ({ create = true, timeoutMs = 60000 } = {}) {
+    return ensureTable(this.client, { table: this.table, hashKey: 'k', create, timeoutMs, mapError: (err, op) => this.#mapError(err, op), logger: this.logger })
   }
 
   /**

@@ -94,7 +94,8 @@ function ping (port) {
 // Children still running when this process exits are killed with it.
 const children = new Set()
 let exitHook = false
-function track (child) {
+/** Kill `child` (SIGKILL) if it is still running when this process exits. */
+function killOnExit (child) {
   children.add(child)
   child.once('exit', () => children.delete(child))
   if (!exitHook) {
@@ -123,7 +124,7 @@ async function spawnRedis ({ logger = silent, port, bin = 'redis-server', timeou
       '--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
       '--dir', os.tmpdir(), '--daemonize', 'no', '--loglevel', 'warning', ...args
     ], { stdio: ['ignore', 'pipe', 'pipe'] })
-    track(child)
+    killOnExit(child)
     let output = ''
     const keep = (d) => { output = (output + d.toString()).slice(-2000) }
     child.stdout.on('data', keep)
@@ -161,4 +162,4 @@ async function spawnRedis ({ logger = silent, port, bin = 'redis-server', timeou
   }
 }
 
-module.exports = { startDynalite, spawnRedis, findBinary }
+module.exports = { startDynalite, spawnRedis, findBinary, killOnExit }

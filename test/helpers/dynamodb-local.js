@@ -8,6 +8,7 @@ const { DynamoDBClient, ListTablesCommand } = require('@aws-sdk/client-dynamodb'
 const { freePort } = require('../../core/http')
 const { pollUntil } = require('../../core/poll')
 const { LOCAL_CREDENTIALS } = require('../../core/dynamo-client')
+const { killOnExit } = require('../../apps/kv-cache/embedded')
 
 /**
  * AWS's DynamoDB Local 2.x as a child process, for tests. The jars and
@@ -39,18 +40,6 @@ function missingDynamoDbLocal (dir = dynamoDbLocalDir()) {
     return `DynamoDB Local is not installed in ${dir}; run \`${INSTALL_HINT}\` (needs java and mvn)`
   }
   return null
-}
-
-// Children still running when this process exits are killed with it.
-const children = new Set()
-let exitHook = false
-function track (child) {
-  children.add(child)
-  child.once('exit', () => children.delete(child))
-  if (!exitHook) {
-    exitHook = true
-    process.once('exit', () => { for (const c of children) c.kill('SIGKILL') })
-  }
 }
 
 /**
@@ -137,7 +126,7 @@ async function startDynamoDbLocal ({ dir = dynamoDbLocalDir(), java = 'java', ti
       // No telemetry: tests reach no network beyond this machine.
       '-inMemory', '-sharedDb', '-disableTelemetry', '-port', String(port)
     ], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
-    track(child)
+    killOnExit(child)
     let output = ''
     const keep = (d) => { output = (output + d.toString()).slice(-4000) }
     child.stdout.on('data', keep)
