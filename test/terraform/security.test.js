@@ -185,7 +185,7 @@ function onlyStatement (docName) {
 
 test('IAM: kv-cache app servers may issue exactly the DynamoDB actions the app sends, on the kv table only', () => {
   const actions = resolve(model, model.locals.kv_cache_dynamodb_actions)
-  expect([...actions].sort()).toEqual(dynamoActions(runtimeSources('apps/kv-cache/index.js', ['apps/kv-cache'])))
+  expect([...actions].sort()).toEqual(dynamoActions(runtimeSources('apps/kv-cache/index.js', ['apps/kv-cache', 'core'])))
   const statement = onlyStatement('appserver_dynamodb')
   expect(statement.actions).toBe('${local.kv_cache_dynamodb_actions}')
   expect(statement.resources).toEqual(['${aws_dynamodb_table.kv.arn}'])
@@ -246,11 +246,14 @@ test('IAM: SSM Session Manager for every role, no other managed policy, and no w
 })
 
 /** The hash key a store creates its table with (its CreateTable call): [name, type]. */
+/** The hash key a store passes to core/dynamo-client.js's ensureTable, and the attribute type that creates it with. */
 function storeKey (file) {
   const store = fs.readFileSync(path.join(ROOT, file), 'utf8')
-  const key = /KeySchema:\s*\[\s*\{\s*AttributeName:\s*'([^']+)',\s*KeyType:\s*'HASH'\s*\}\s*\]/.exec(store)
-  const type = key && new RegExp(`AttributeName:\\s*'${key[1]}',\\s*AttributeType:\\s*'(\\w)'`).exec(store)
+  const key = /ensureTable\(this\.client, \{[^}]*hashKey: '([^']+)'/.exec(store)
+  const shared = fs.readFileSync(path.join(ROOT, 'core/dynamo-client.js'), 'utf8')
+  const type = /AttributeDefinitions: \[\{ AttributeName: hashKey, AttributeType: '(\w)' \}\]/.exec(shared)
   expect({ file, found: Boolean(key && type) }).toEqual({ file, found: true })
+  expect(shared).toMatch(/KeySchema: \[\{ AttributeName: hashKey, KeyType: 'HASH' \}\]/) // and no sort key
   return [key[1], type[1]]
 }
 
