@@ -1,6 +1,7 @@
 'use strict'
 
 const querystring = require('node:querystring')
+// eslint-disable-next-line n/no-deprecated-api -- Express's parseurl falls back on url.parse; agreeing with it takes the same function
 const { parse: parseLegacy } = require('node:url')
 
 /** Default key extraction for Express requests: `?key=` first, then the X-Chopper-Key header. */

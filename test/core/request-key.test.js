@@ -1,6 +1,7 @@
 'use strict'
 
 const querystring = require('node:querystring')
+// eslint-disable-next-line n/no-deprecated-api -- what Express's parseurl falls back on
 const { parse: parseLegacy } = require('node:url')
 const { keyFromUrl, keyFromRawRequest } = require('../../core/request-key')
 const { createRng } = require('../../loadgen/prng')

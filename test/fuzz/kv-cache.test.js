@@ -1,0 +1,11 @@
+'use strict'
+
+const { shortRun, expectClean } = require('./harness')
+
+// A short run of fuzz/ against the kv-cache (npm run fuzz sends 100,000 calls per mode).
+describe('fuzzing the kv-cache', () => {
+  test('every malformed call gets a 4xx JSON error; it keeps its map and serves legit calls', async () => {
+    const results = await shortRun('kv-cache')
+    expectClean(results, { minCallsPerMode: 500 })
+  })
+})
