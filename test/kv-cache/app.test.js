@@ -3,11 +3,11 @@
 const net = require('node:net')
 const { Writable } = require('node:stream')
 const pino = require('pino')
-const { startDynalite, spawnRedis } = require('../../apps/kv-cache/embedded')
 const { DynamoStore } = require('../../apps/kv-cache/dynamo-store')
 const { sliceKey, KEYSPACE_SIZE } = require('../../core/keyspace')
 const { pollUntil } = require('../../core/poll')
-const { createHarness, registryValue, kvUrl, call } = require('./harness')
+const { startDynalite, spawnRedis } = require('../../apps/kv-cache/embedded')
+const { useKvStack, registryValue, kvUrl, call } = require('./harness')
 
 /**
  * The app on its own behind a bare Express server, with the ownership hooks
@@ -20,21 +20,9 @@ const ALL = [{ start: 0, end: KEYSPACE_SIZE }]
 const putText = (url, value, type = 'text/plain') => call(url, { method: 'PUT', headers: { 'content-type': type }, body: value })
 
 describe('kv-cache app', () => {
-  let dynamo
-  let redis
-  let h
-  beforeAll(async () => {
-    dynamo = await startDynalite()
-    redis = await spawnRedis()
-  })
-  afterAll(async () => {
-    await redis.close()
-    await dynamo.close()
-  })
-  beforeEach(() => { h = createHarness() })
-  afterEach(async () => { await h.closeAll() })
+  const env = useKvStack()
 
-  const kvOn = (options = {}) => h.standalone({ dynamoEndpoint: dynamo.endpoint, table: TABLE, redisUrl: redis.url, ...options })
+  const kvOn = (options = {}) => env.h.standalone({ dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, ...options })
 
   test('values round-trip byte for byte with their content type', async () => {
     const { url } = await kvOn()
@@ -113,7 +101,7 @@ describe('kv-cache app', () => {
   test('a fill that lands after the slice was lost and regained is distrusted, even though Redis holds it', async () => {
     const a = await kvOn({ serverId: 'a' })
     const b = await kvOn({ serverId: 'b' })
-    const direct = h.dynamoClient(dynamo.endpoint)
+    const direct = env.h.dynamoClient(env.dynamo.endpoint)
     await direct.put(TABLE, 'race', 'old')
     a.kv.onAcquire(ALL)
 
@@ -141,7 +129,7 @@ describe('kv-cache app', () => {
     expect((await slowRead).body).toBe('old') // it started before the write: fine to answer
 
     // The late fill put "old" into kv-a's Redis after the drop...
-    const r = h.redisClient(redis.url)
+    const r = env.h.redisClient(env.redis.url)
     const [redisKey] = await r.keys('chopper:kv:a:*:race')
     expect((await r.getBuffer(redisKey)).toString()).toMatch(/old$/)
     // ...and it is never served.
@@ -160,7 +148,7 @@ describe('kv-cache app', () => {
     const low = keys.filter((k) => sliceKey(k) < half)
     a.kv.onRelease([{ start: 0, end: half }])
     await pollUntil(async () => (await registryValue(a.registry, 'chopper_kv_cache_invalidations_total', { reason: 'release' })) === low.length, { what: 'the drop' })
-    const left = (await h.redisClient(redis.url).keys(`${a.kv.service.cache.prefix}*`)).map((k) => k.split(':').pop()).sort()
+    const left = (await env.h.redisClient(env.redis.url).keys(`${a.kv.service.cache.prefix}*`)).map((k) => k.split(':').pop()).sort()
     expect(left).toEqual(keys.filter((k) => !low.includes(k)).sort())
   })
 
@@ -168,11 +156,11 @@ describe('kv-cache app', () => {
     const { url, kv } = await kvOn()
     const writes = Array.from({ length: 25 }, (_, i) => putText(kvUrl(url, 'hot'), `v${i}`))
     for (const r of await Promise.all(writes)) expect(r.status).toBe(204)
-    const truth = await h.dynamoClient(dynamo.endpoint).get(TABLE, 'hot')
+    const truth = await env.h.dynamoClient(env.dynamo.endpoint).get(TABLE, 'hot')
     const cached = await call(kvUrl(url, 'hot'))
     expect([cached.body, cached.headers['x-chopper-cache']]).toEqual([truth, 'hit'])
 
-    await h.dynamoClient(dynamo.endpoint).put(TABLE, 'cold', 'c')
+    await env.h.dynamoClient(env.dynamo.endpoint).put(TABLE, 'cold', 'c')
     const spy = jest.spyOn(kv.service.store, 'get') // counts calls; the real read still runs
     const reads = await Promise.all(Array.from({ length: 10 }, () => call(kvUrl(url, 'cold'))))
     for (const r of reads) expect(r.body).toBe('c')
@@ -182,11 +170,11 @@ describe('kv-cache app', () => {
 
   test('a cache write that fails (Redis out of memory) never leaves a stale value servable', async () => {
     const own = await spawnRedis()
-    h.track(() => own.close())
+    env.h.track(() => own.close())
     const { url, registry } = await kvOn({ redisUrl: own.url })
     await putText(kvUrl(url, 'oom'), 'v1')
     expect((await call(kvUrl(url, 'oom'))).headers['x-chopper-cache']).toBe('hit')
-    const admin = h.redisClient(own.url)
+    const admin = env.h.redisClient(own.url)
     await admin.config('SET', 'maxmemory-policy', 'noeviction')
     await admin.config('SET', 'maxmemory', '1')
     // DynamoDB accepts the write; Redis refuses to store the new value and keeps v1.
@@ -203,7 +191,7 @@ describe('kv-cache app', () => {
 
   test('Redis hung (SIGSTOP): requests fall back to DynamoDB after redisTimeoutMs and stay correct', async () => {
     const own = await spawnRedis()
-    h.track(() => own.close())
+    env.h.track(() => own.close())
     const { url, registry } = await kvOn({ redisUrl: own.url, redisTimeoutMs: 200 })
     await putText(kvUrl(url, 'hung'), 'v1')
     expect((await call(kvUrl(url, 'hung'))).headers['x-chopper-cache']).toBe('hit')
@@ -228,9 +216,9 @@ describe('kv-cache app', () => {
     const sockets = new Set()
     const blackHole = net.createServer((s) => { sockets.add(s); s.on('close', () => sockets.delete(s)) })
     await new Promise((resolve) => blackHole.listen(0, '127.0.0.1', resolve))
-    h.track(() => new Promise((resolve) => { for (const s of sockets) s.destroy(); blackHole.close(resolve) }))
+    env.h.track(() => new Promise((resolve) => { for (const s of sockets) s.destroy(); blackHole.close(resolve) }))
     const store = new DynamoStore({ table: TABLE, endpoint: `http://127.0.0.1:${blackHole.address().port}`, region: 'us-west-2', timeoutMs: 200 })
-    h.track(() => store.close())
+    env.h.track(() => store.close())
     const t0 = Date.now()
     await expect(store.put('k', Buffer.from('v'), 'text/plain')).rejects.toMatchObject({ code: 'CHOPPER_ERR_STORE_UNAVAILABLE', status: 503 })
     expect(Date.now() - t0).toBeLessThan(5000) // three 200 ms attempts plus backoff
@@ -291,7 +279,7 @@ describe('kv-cache app', () => {
   test('no redisUrl with the binary installed: a private redis-server, stopped on close', async () => {
     const { kv } = await kvOn({ redisUrl: undefined })
     expect(kv.cache.backend).toBe('redis')
-    const probe = h.redisClient(kv.cache.url)
+    const probe = env.h.redisClient(kv.cache.url)
     expect(await probe.ping()).toBe('PONG')
     expect(await probe.config('GET', 'save')).toEqual(['save', ''])
     await kv.close()
@@ -308,7 +296,7 @@ describe('kv-cache app', () => {
   test('DynamoDB unreachable at start: create fails with a clear 503-class error', async () => {
     const gone = await startDynalite()
     await gone.close()
-    await expect(h.standalone({ dynamoEndpoint: gone.endpoint, table: TABLE, spawnRedis: false })).rejects.toMatchObject({
+    await expect(env.h.standalone({ dynamoEndpoint: gone.endpoint, table: TABLE, spawnRedis: false })).rejects.toMatchObject({
       code: 'CHOPPER_ERR_STORE_UNAVAILABLE',
       message: expect.stringMatching(/DynamoDB unavailable \(describeTable on table kv-app\)/)
     })

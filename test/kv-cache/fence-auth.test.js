@@ -1,9 +1,8 @@
 'use strict'
 
-const { startDynalite, spawnRedis } = require('../../apps/kv-cache/embedded')
 const { fenceContext } = require('../../apps/kv-cache/fence-client')
 const { signRequest } = require('../../core/cluster-auth')
-const { createHarness, registryValue, kvUrl, call } = require('./harness')
+const { useKvStack, registryValue, kvUrl, call } = require('./harness')
 
 /**
  * Replica fences with a cluster token (docs/security.md): the primary signs
@@ -20,19 +19,7 @@ const GEN = 5
 const TOKEN = 'kv-fence-auth-test-token-0123456789'
 
 describe('kv-cache fences with a cluster token', () => {
-  let dynamo
-  let redis
-  let h
-  beforeAll(async () => {
-    dynamo = await startDynalite()
-    redis = await spawnRedis()
-  })
-  afterAll(async () => {
-    await redis.close()
-    await dynamo.close()
-  })
-  beforeEach(() => { h = createHarness() })
-  afterEach(async () => { await h.closeAll() })
+  const env = useKvStack()
 
   /** Servers A (primary) and B of one slice, each with `tokens[id]`. */
   async function replicaSet (tokens = { A: TOKEN, B: TOKEN }) {
@@ -40,7 +27,7 @@ describe('kv-cache fences with a cluster token', () => {
     const servers = {}
     const nodes = {}
     for (const id of ids) {
-      const node = await h.standalone({ dynamoEndpoint: dynamo.endpoint, table: TABLE, redisUrl: redis.url, serverId: id, clusterToken: tokens[id], fenceTimeoutMs: 500 }, {
+      const node = await env.h.standalone({ dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, serverId: id, clusterToken: tokens[id], fenceTimeoutMs: 500 }, {
         middleware (req, res, next) {
           req.chopperGeneration = Math.max(GEN, Number(req.headers['x-chopper-generation']) || 0)
           req.chopperReplicas = ids

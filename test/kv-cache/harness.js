@@ -6,6 +6,7 @@ const Redis = require('ioredis')
 const { Registry } = require('prom-client')
 const { DynamoDBClient, GetItemCommand, PutItemCommand } = require('@aws-sdk/client-dynamodb')
 const kvCache = require('../../apps/kv-cache')
+const { startDynalite, spawnRedis } = require('../../apps/kv-cache/embedded')
 const { createAppServer } = require('../../appserver-lib/index.js')
 const { createFrontend } = require('../../frontend')
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
@@ -134,4 +135,25 @@ async function registryValue (registry, name, labels) {
 
 const kvUrl = (base, key) => `${base}/kv?key=${encodeURIComponent(key)}`
 
-module.exports = { createHarness, assignment, push, metricValue, registryValue, kvUrl, call }
+/**
+ * The usual kv-cache suite setup: one dynalite and one redis-server for the
+ * file, a fresh harness per test (closed after it). Call at describe level;
+ * the fields are set once the hooks ran.
+ * @returns {{ dynamo, redis, h }}
+ */
+function useKvStack () {
+  const env = { dynamo: null, redis: null, h: null }
+  beforeAll(async () => {
+    env.dynamo = await startDynalite()
+    env.redis = await spawnRedis()
+  })
+  afterAll(async () => {
+    await env.redis.close()
+    await env.dynamo.close()
+  })
+  beforeEach(() => { env.h = createHarness() })
+  afterEach(async () => { await env.h.closeAll() })
+  return env
+}
+
+module.exports = { createHarness, useKvStack, assignment, push, metricValue, registryValue, kvUrl, call }

@@ -1,9 +1,8 @@
 'use strict'
 
-const { startDynalite, spawnRedis } = require('../../apps/kv-cache/embedded')
 const { sliceKey, KEYSPACE_SIZE } = require('../../core/keyspace')
 const { freePort } = require('../../core/http')
-const { createHarness, registryValue, kvUrl, call } = require('./harness')
+const { useKvStack, registryValue, kvUrl, call } = require('./harness')
 
 /**
  * kv-cache on a replicated slice (docs/replication.md), without the shard
@@ -25,19 +24,7 @@ function gate () {
 }
 
 describe('kv-cache with replicated slices', () => {
-  let dynamo
-  let redis
-  let h
-  beforeAll(async () => {
-    dynamo = await startDynalite()
-    redis = await spawnRedis()
-  })
-  afterAll(async () => {
-    await redis.close()
-    await dynamo.close()
-  })
-  beforeEach(() => { h = createHarness() })
-  afterEach(async () => { await h.closeAll() })
+  const env = useKvStack()
 
   /**
    * Servers A (primary), B, C of one slice. `intercept[id](req, res)` may
@@ -48,7 +35,7 @@ describe('kv-cache with replicated slices', () => {
     const servers = {}
     const nodes = {}
     for (const id of ids) {
-      const node = await h.standalone({ dynamoEndpoint: dynamo.endpoint, table: TABLE, redisUrl: redis.url, serverId: id, ...options }, {
+      const node = await env.h.standalone({ dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, serverId: id, ...options }, {
         middleware (req, res, next) {
           if (intercept[id] && intercept[id](req, res)) return
           // as the shard guard would: it admits a fence only once it has the writer's map
@@ -150,7 +137,7 @@ describe('kv-cache with replicated slices', () => {
     expect(r.headers['x-chopper-generation']).toBe(String(GEN))
     expect(r.headers['x-kv-outcome']).toBeUndefined()
     expect((await call(kvUrl(C.url, 'k4'), { method: 'DELETE' })).body.error.code).toBe('CHOPPER_ERR_NOT_PRIMARY')
-    expect(await h.dynamoClient(dynamo.endpoint).get(TABLE, 'k4')).toBe('v1')
+    expect(await env.h.dynamoClient(env.dynamo.endpoint).get(TABLE, 'k4')).toBe('v1')
     expect(await registryValue(B.registry, 'chopper_kv_not_primary_total')).toBe(1)
   })
 
@@ -162,7 +149,7 @@ describe('kv-cache with replicated slices', () => {
     expect(r.status).toBe(503)
     expect(r.body.error.code).toBe('CHOPPER_ERR_REPLICA_UNAVAILABLE')
     expect(r.body.error.message).toMatch(/not applied.*C/)
-    expect(await h.dynamoClient(dynamo.endpoint).get(TABLE, 'k5')).toBe('v1')
+    expect(await env.h.dynamoClient(env.dynamo.endpoint).get(TABLE, 'k5')).toBe('v1')
     expect(A.kv.service.holds.held('k5')).toBe(false)
     expect(B.kv.service.holds.held('k5')).toBe(false)
     expect(await registryValue(B.registry, 'chopper_kv_fences_received_total', { phase: 'abort' })).toBe(1)
