@@ -64,4 +64,12 @@ function close (server) {
   })
 }
 
-module.exports = { jsonErrorHandler, notFound, listen, close, freePort }
+/**
+ * An app server's answer header meaning: not applied, and a newer map decides
+ * (kv-cache: a replica it must hold is unreachable until the controller drops
+ * it). A front end treats such an answer like a 421: it waits (bounded) for a
+ * newer map and retries, when the request can be replayed.
+ */
+const RETRY_NEWER_MAP = Object.freeze({ name: 'x-chopper-retry', value: 'newer-map' })
+
+module.exports = { RETRY_NEWER_MAP, jsonErrorHandler, notFound, listen, close, freePort }

@@ -3,6 +3,7 @@
 const http = require('node:http')
 const { Pool } = require('undici')
 const axios = require('axios')
+const { RETRY_NEWER_MAP } = require('../core/http')
 
 /**
  * Two interchangeable upstream clients for the hot forwarding path. Both
@@ -10,10 +11,11 @@ const axios = require('axios')
  *
  *   attempt(origin, { method, path, headers, body }, res, extra, done(err, null | { misdirected: true, generation })) → handle
  *
- * `headers` is a flat [name, value, ...] list. On any answer but 421 the
+ * `headers` is a flat [name, value, ...] list. On any answer but 421 (or a
+ * 503 marked RETRY_NEWER_MAP: not applied, a newer map decides) the
  * response head goes straight to `res` (hop-by-hop headers dropped, `extra`
  * [name, value, ...] appended), the body streams after it, and `done(null,
- * null)` says the attempt is committed. On 421 the body is discarded and
+ * null)` says the attempt is committed. On those the body is discarded and
  * `done(null, { misdirected, generation })` lets the caller retry elsewhere.
  * A transport failure before the head is `done(err)` (err.code as undici
  * reports it); one after it destroys `res`. A callback, not a promise: the
@@ -55,6 +57,15 @@ function uncork (res) {
   res.uncork()
 }
 
+/** Whether an answer says "not applied; a newer map decides" (RETRY_NEWER_MAP, core/http.js). Only 503s are scanned. */
+function retriesOnNewerMap (raw) {
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i].toString('latin1')
+    if (name.length === RETRY_NEWER_MAP.name.length && name.toLowerCase() === RETRY_NEWER_MAP.name) return raw[i + 1].toString('latin1') === RETRY_NEWER_MAP.value
+  }
+  return false
+}
+
 function generationOf (raw) {
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i].toString('latin1')
@@ -92,7 +103,7 @@ class ForwardHandler {
 
   onHeaders (statusCode, rawHeaders, resume) {
     if (statusCode < 200) return true // 1xx: wait for the final answer
-    if (statusCode === 421) {
+    if (statusCode === 421 || (statusCode === 503 && retriesOnNewerMap(rawHeaders))) {
       this.misdirected = { misdirected: true, generation: generationOf(rawHeaders) }
       return true // read and drop the body, then report
     }
@@ -240,7 +251,7 @@ class AxiosForwarder {
       stream.destroy()
       return null
     }
-    if (upstream.status === 421) {
+    if (upstream.status === 421 || (upstream.status === 503 && upstream.headers[RETRY_NEWER_MAP.name] === RETRY_NEWER_MAP.value)) {
       stream.resume()
       return { misdirected: true, generation: Number(upstream.headers['x-chopper-generation']) }
     }

@@ -2,7 +2,7 @@
 
 const express = require('express')
 const { sliceKey } = require('../../core/keyspace')
-const { jsonErrorHandler } = require('../../core/http')
+const { jsonErrorHandler, RETRY_NEWER_MAP } = require('../../core/http')
 const { defaultKeyFrom } = require('../../core/request-key')
 const { generationOf: generationOfVersion, clockOf } = require('./version')
 
@@ -17,7 +17,8 @@ const {
   MissingKeyError,
   NotFoundError,
   NotPrimaryError,
-  PayloadTooLargeError
+  PayloadTooLargeError,
+  ReplicaUnavailableError
 } = require('../../core/errors')
 
 /** DynamoDB's partition-key limit; longer keys would fail there with a vaguer message. */
@@ -51,6 +52,21 @@ const DEFAULT_CONTENT_TYPE = 'application/octet-stream'
  * @param {ReturnType<import('./metrics').createMetrics>} options.metrics
  * @param {string} [options.clusterToken] fence requests must be signed with it
  */
+/**
+ * A write refused because a replica could not be held was certainly not
+ * applied, and the map that drops that replica (once the controller saw it
+ * die) decides: say so (RETRY_NEWER_MAP), so a front end holds and retries it
+ * rather than failing it.
+ */
+async function retryOnNewerMap (res, write) {
+  try {
+    return await write
+  } catch (err) {
+    if (err instanceof ReplicaUnavailableError) res.setHeader(RETRY_NEWER_MAP.name, RETRY_NEWER_MAP.value)
+    throw err
+  }
+}
+
 function createRoutes ({ service, maxValueBytes, serverId, urlOf, clusterToken, metrics, logger }) {
   const router = express.Router()
   // Fences arrive on the data port, so they carry their own signature.
@@ -124,14 +140,14 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, clusterToken, 
       }
       const replicas = writeReplicas(req)
       res.setHeader('X-KV-Outcome', 'write')
-      await service.put(key, slice, value, contentType, { generation: generationOf(req), replicas })
+      await retryOnNewerMap(res, service.put(key, slice, value, contentType, { generation: generationOf(req), replicas }))
       res.status(204).end()
     })
     .delete(async (req, res) => {
       const { key, slice } = keyOf(req)
       const replicas = writeReplicas(req)
       res.setHeader('X-KV-Outcome', 'write')
-      await service.delete(key, slice, { generation: generationOf(req), replicas })
+      await retryOnNewerMap(res, service.delete(key, slice, { generation: generationOf(req), replicas }))
       res.status(204).end()
     })
     .all((req, res, next) => {

@@ -2,7 +2,8 @@
 
 const { sliceKey, KEYSPACE_SIZE } = require('../../core/keyspace')
 const { freePort } = require('../../core/http')
-const { useKvStack, registryValue, kvUrl, call } = require('./harness')
+const { useKvStack, registryValue, kvUrl, call, push } = require('./harness')
+const { pollUntil } = require('../../core/poll')
 
 /**
  * kv-cache on a replicated slice (docs/replication.md), without the shard
@@ -239,5 +240,25 @@ describe('kv-cache with replicated slices', () => {
     expect(await get(B, 'k10')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
     expect((await putText(kvUrl(A.url, 'k10'), 'v2')).status).toBe(204)
     expect((await get(B, 'k10')).body).toBe('v2')
+  })
+  test('a write whose replica died is held by the front end until the map drops that replica, then applied (no 503)', async () => {
+    // Real app servers (shard guard included) behind a real front end; this test plays the controller.
+    const opts = { dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, fenceTimeoutMs: 300 }
+    const a = await env.h.appServer('A', opts)
+    const b = await env.h.appServer('B', opts)
+    const { url: feUrl, controlUrl: feControl } = await env.h.frontend()
+    const both = { generation: 100, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['A', 'B'] }], servers: { A: { url: a.url }, B: { url: b.url } } }
+    await push([a.controlUrl, b.controlUrl, feControl], both)
+    expect((await putText(`${feUrl}/kv?key=k1`, 'v1')).status).toBe(204)
+
+    await b.server.close() // B dies; the controller has not noticed yet
+    const write = putText(`${feUrl}/kv?key=k1`, 'v2')
+    await pollUntil(async () => (await registryValue(a.registry, 'chopper_kv_replicated_write_failures_total', { phase: 'hold' })) > 0, { what: 'the primary to find B unreachable' })
+    // The controller drops B (its lease lapsed): the held write goes through on the new map.
+    await push([a.controlUrl, feControl], { generation: 101, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['A'] }], servers: { A: { url: a.url } } })
+    const r = await write
+    expect(r.status).toBe(204)
+    const read = await call(`${feUrl}/kv?key=k1`)
+    expect([read.status, read.body]).toEqual([200, 'v2'])
   })
 })
