@@ -485,13 +485,17 @@ function createController (options = {}) {
     return lastLoads ? spreadMetric(a, lastLoads, loadMetric) : new Float64Array(a.slices.length)
   }
 
-  /** Strategy inputs: servers whose load is unknown (failed collection) never receive slices. */
-  function inputsFor (a, except) {
+  /**
+   * Strategy inputs: servers whose load is unknown (failed collection) never
+   * receive slices; `requests`, when given, is how many requests the period's
+   * loads were measured over (the loads may be costs), for chopper's noise floor.
+   */
+  function inputsFor (a, except, requests) {
     const unknownServers = []
     for (const [id, s] of servers) {
       if (id !== except && s.loadUnknown && Object.hasOwn(a.servers, id)) unknownServers.push(id)
     }
-    return { unknownServers }
+    return requests === undefined ? { unknownServers } : { unknownServers, requests }
   }
 
   /** One balancing period: collect, rebalance, bump, push (paper 4.3). */
@@ -560,11 +564,13 @@ function createController (options = {}) {
       const perServerLoad = {}
       const perServerRequests = {}
       const perServerCost = {}
+      let requests = 0
       for (const id of Object.keys(before.servers)) {
         const o = own[id] || { requests: 0, cost: 0 }
         perServerLoad[id] = loadMetric === 'cost' ? o.cost : o.requests
         perServerRequests[id] = o.requests
         perServerCost[id] = o.cost
+        requests += o.requests
       }
       const imb = imbalance(perServerLoad)
       let churn = 0
@@ -574,7 +580,7 @@ function createController (options = {}) {
         if (target) {
           // A handoff is still in progress: balance again once it is granted.
         } else {
-          const next = strategy.rebalance(before, loads, strategyOptions, inputsFor(before))
+          const next = strategy.rebalance(before, loads, strategyOptions, inputsFor(before, undefined, requests))
           churn = keyChurn(before, next)
           changed = commit(next, `round ${round}`)
         }

@@ -18,8 +18,9 @@ const RATE_SCALE = 100
 const SCALE_RUNS = Object.freeze([
   ...Object.keys(strategies).map((strategy) => Object.freeze({ label: strategy, strategy, strategyOptions: Object.freeze({}) })),
   Object.freeze({ label: 'chopper maxSlices=4x', strategy: 'chopper', strategyOptions: 'maxSlices=4x' }),
-  // the paper's stop rule leaves the hottest server up to moveRatio x the mean when there are many servers
-  Object.freeze({ label: 'chopper moveMeanRatio=1.05', strategy: 'chopper', strategyOptions: Object.freeze({ moveMeanRatio: 1.05 }) })
+  // the paper's stop rule alone, without the mean ceiling (the default since it has a noise floor):
+  // it leaves the hottest server up to moveRatio x the mean when there are many servers
+  Object.freeze({ label: 'chopper moveMeanRatio=0', strategy: 'chopper', strategyOptions: Object.freeze({ moveMeanRatio: 0 }) })
 ])
 
 const SCALE_DEFAULTS = Object.freeze({

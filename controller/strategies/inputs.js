@@ -133,7 +133,7 @@ function checkMembershipChange (change, assignment, id, { url, loads }) {
 }
 
 /** Every field of a strategy's `inputs` argument (facts about the period, not tuning). */
-const INPUT_FIELDS = ['unknownServers']
+const INPUT_FIELDS = ['unknownServers', 'requests']
 
 /**
  * A strategy's optional `inputs` argument: facts the controller knows about
@@ -142,24 +142,32 @@ const INPUT_FIELDS = ['unknownServers']
  *  - `unknownServers`: ids of servers whose load collection failed this
  *    period, so their slices' loads are stale guesses. Each must be in
  *    `assignment.servers`, once.
+ *  - `requests`: how many requests the period's loads were measured over. Loads
+ *    may be costs (busy ms), so the request count is the only way a strategy
+ *    can tell how much sampling noise they carry. null when not given (then a
+ *    strategy that needs it takes the loads to be request counts).
  * Unknown field names are rejected, as for options.
  * @param {object} assignment a valid assignment
- * @param {{unknownServers?: string[]}|null|undefined} inputs
- * @returns {{ unknownServers: Set<string> }} a new object; the caller's arrays are not kept
+ * @param {{unknownServers?: string[], requests?: number}|null|undefined} inputs
+ * @returns {{ unknownServers: Set<string>, requests: number|null }} a new object; the caller's arrays are not kept
  */
 function resolveInputs (assignment, inputs) {
   const unknownServers = new Set()
-  if (inputs === undefined || inputs === null) return { unknownServers }
+  if (inputs === undefined || inputs === null) return { unknownServers, requests: null }
   if (typeof inputs !== 'object' || Array.isArray(inputs)) {
-    throw new InvalidArgumentError(`inputs must be an object { unknownServers }, got ${show(inputs)}`)
+    throw new InvalidArgumentError(`inputs must be an object { unknownServers, requests }, got ${show(inputs)}`)
   }
   for (const key of Object.keys(inputs)) {
     if (!INPUT_FIELDS.includes(key)) {
       throw new InvalidArgumentError(`unknown inputs field ${key} (valid fields: ${INPUT_FIELDS.join(', ')})`)
     }
   }
+  const requests = inputs.requests === undefined ? null : inputs.requests
+  if (requests !== null && !(typeof requests === 'number' && Number.isFinite(requests) && requests >= 0)) {
+    throw new InvalidArgumentError(`invalid inputs.requests: expected a finite number >= 0, got ${show(requests)}`)
+  }
   const ids = inputs.unknownServers
-  if (ids === undefined) return { unknownServers }
+  if (ids === undefined) return { unknownServers, requests }
   if (!Array.isArray(ids)) {
     throw new InvalidArgumentError(`invalid inputs.unknownServers: expected an array of server ids, got ${show(ids)}`)
   }
@@ -171,7 +179,7 @@ function resolveInputs (assignment, inputs) {
     if (unknownServers.has(id)) throw new InvalidArgumentError(`inputs.unknownServers lists server ${id} twice`)
     unknownServers.add(id)
   })
-  return { unknownServers }
+  return { unknownServers, requests }
 }
 
 module.exports = { resolveOptions, expect, toLoads, checkServerId, checkUrl, checkServers, checkMembershipChange, resolveInputs }

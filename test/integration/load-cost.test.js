@@ -248,6 +248,19 @@ describe('the controller balances on cost by default', () => {
     expect(status.servers['app-2']).toMatchObject({ lastLoad: 20, lastRequests: 20, lastCost: 20 })
   })
 
+  test('the strategy is told how many requests the costs were measured over (for chopper\'s noise floor)', async () => {
+    const st = await stack()
+    await drive(st)
+    const spy = jest.spyOn(getStrategy('chopper'), 'rebalance')
+    try {
+      await st.controller.runRound()
+      expect(spy).toHaveBeenCalledTimes(1)
+      expect(spy.mock.calls[0][3]).toEqual({ unknownServers: [], requests: 40 })
+    } finally {
+      spy.mockRestore()
+    }
+  })
+
   test('with loadMetric requests the same traffic is balanced: the strategy sees equal loads', async () => {
     const st = await stack('requests')
     const before = await drive(st)

@@ -34,6 +34,58 @@ describe('chopperRound', () => {
     expect(chopper.rebalance(assignment, loads, single)).toEqual(r.assignment)
   })
 
+  describe('the mean ceiling (moveMeanRatio) and its noise floor (moveMeanNoise)', () => {
+    // 8 servers, mean 10,000: a at 12,000 (1.2x the mean), the other seven at
+    // 9,714 each. hottest / coolest = 1.235 < moveRatio, so the paper's rule
+    // alone stops; a's 500 fits under the ceiling of 1.05 x 10,000 on the coolest.
+    const others = ['b', 'c', 'd', 'e', 'f', 'g', 'h']
+    const { assignment, loads } = build([[1, 'a', 11500], [1, 'a', 500], ...others.flatMap((id) => [[1, id, 4857], [1, id, 4857]])])
+    const single = { replicate: false }
+    const moves = (r) => r.ops.filter((o) => o.op === 'move')
+
+    test('by default, moves off a server above 1.05 x the mean that the paper\'s rule accepts', () => {
+      const r = chopper.chopperRound(assignment, loads, single)
+      // loads are counts here: 10,000 per server, noise floor 1 + 3 / 100 = 1.03 < 1.05
+      expect(r.meanCeiling).toBeCloseTo(1.05, 12)
+      expect(moves(r)).toEqual([expect.objectContaining({ from: 'a', load: 500 })])
+      expect(serverLoads(r.assignment, r.loads).a.load).toBe(11500)
+      expect(r.imbalance.after).toBeLessThan(r.imbalance.before)
+    })
+
+    test('moveMeanRatio 0 is the paper\'s rule alone: nothing moves', () => {
+      const r = chopper.chopperRound(assignment, loads, { ...single, moveMeanRatio: 0 })
+      expect(r.meanCeiling).toBe(0)
+      expect(moves(r)).toEqual([])
+      expect(r.moveStop).toBe('ratio')
+    })
+
+    test('with few requests behind the loads (costs), the noise floor lifts the ceiling and nothing moves', () => {
+      // 100 requests per server: a count varies by about 10 %, floor 1 + 3 / 10 = 1.3
+      const r = chopper.chopperRound(assignment, loads, single, { requests: 800 })
+      expect(r.meanCeiling).toBeCloseTo(1.3, 12)
+      expect(moves(r)).toEqual([])
+      // the same loads backed by enough requests: the ceiling is moveMeanRatio again
+      expect(moves(chopper.chopperRound(assignment, loads, single, { requests: 800000 }))).toHaveLength(1)
+      // moveMeanNoise 0 turns the floor off
+      const r0 = chopper.chopperRound(assignment, loads, { ...single, moveMeanNoise: 0 }, { requests: 800 })
+      expect(r0.meanCeiling).toBe(1.05)
+      expect(moves(r0)).toHaveLength(1)
+    })
+
+    test('at 3 servers with the experiments\' ~110 requests per server per period, the ceiling never binds', () => {
+      // floor 1 + 3 / sqrt(112) = 1.28: above the 3 x 1.25 / (1.25 + 2) = 1.154 x the mean
+      // that hottest / coolest < 1.25 already guarantees with 3 servers
+      const three = build([[4, 'a', 130], [2, 'a', 5], [5, 'b', 55], [5, 'c', 60]])
+      const r = chopper.chopperRound(three.assignment, three.loads, single, { requests: 337 })
+      expect(r.meanCeiling).toBeGreaterThan(3 * 1.25 / 3.25)
+      expect(r.ops).toEqual(chopper.chopperRound(three.assignment, three.loads, { ...single, moveMeanRatio: 0 }).ops)
+    })
+
+    test('moveMeanNoise must be a finite number >= 0', () => {
+      invalidArg(() => chopper.chopperRound(assignment, loads, { moveMeanNoise: -1 }), /invalid chopper option moveMeanNoise: expected a finite number >= 0, got -1/)
+    })
+  })
+
   test('mergeChurnLimit applies to the round', () => {
     const { assignment, loads } = build([[6, 'a', 1], [2, 'b', 1], [2, 'a', 20], [6, 'b', 20]])
     const merges = (o) => chopper.chopperRound(assignment, loads, o).ops.filter((x) => x.op === 'merge')
@@ -139,7 +191,8 @@ describe('chopperRound', () => {
         mergeChurnLimit: 0.2,
         moveChurnLimit: 0.2,
         moveRatio: 1.25,
-        moveMeanRatio: 0,
+        moveMeanRatio: 1.05,
+        moveMeanNoise: 3,
         skipOverBudgetSlices: true,
         maxSlices: 65536,
         minSliceLength: 1,

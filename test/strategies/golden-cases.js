@@ -124,11 +124,14 @@ function summarize (r) {
 
 /**
  * The fixtures and the options each runs a case with: the single-owner round
- * pinned with `replicate: false`, and the default (replicated) round.
+ * pinned with `replicate: false`, the replicated round, both with the paper's
+ * move stop rule alone (`moveMeanRatio: 0`, as they were recorded), and the
+ * defaults, with the mean ceiling and its noise floor.
  */
 const FIXTURES = {
-  'chopper-golden.json': (opts) => ({ ...opts, replicate: false }),
-  'chopper-golden-replicated.json': (opts) => opts
+  'chopper-golden.json': (opts) => ({ ...opts, replicate: false, moveMeanRatio: 0 }),
+  'chopper-golden-replicated.json': (opts) => ({ ...opts, moveMeanRatio: 0 }),
+  'chopper-golden-defaults.json': (opts) => opts
 }
 
 module.exports = { CASES, makeCase, summarize, FIXTURES }

@@ -286,9 +286,12 @@ describe('inputs validation', () => {
   }
 
   const bad = [
-    ['not an object', 'b', /inputs must be an object \{ unknownServers \}, got "b"/],
+    ['not an object', 'b', /inputs must be an object \{ unknownServers, requests \}, got "b"/],
     ['an array', ['b'], /inputs must be an object/],
-    ['an unknown field', { unknownServer: ['b'] }, /unknown inputs field unknownServer \(valid fields: unknownServers\)/],
+    ['an unknown field', { unknownServer: ['b'] }, /unknown inputs field unknownServer \(valid fields: unknownServers, requests\)/],
+    ['requests not a number', { requests: '10' }, /invalid inputs\.requests: expected a finite number >= 0, got "10"/],
+    ['requests negative', { requests: -1 }, /invalid inputs\.requests: expected a finite number >= 0, got -1/],
+    ['requests not finite', { requests: Infinity }, /invalid inputs\.requests: expected a finite number >= 0, got Infinity/],
     ['unknownServers not an array', { unknownServers: 'b' }, /invalid inputs\.unknownServers: expected an array of server ids, got "b"/],
     ['unknownServers null', { unknownServers: null }, /invalid inputs\.unknownServers: expected an array of server ids, got null/],
     ['a non-string id', { unknownServers: ['a', 3] }, /inputs\.unknownServers\[1\] must be a non-empty string, got 3/],
