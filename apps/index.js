@@ -48,6 +48,7 @@ async function startApp (appModule, { id, appOptions = {}, registry = new Regist
     app: instance.app,
     onAcquire: instance.onAcquire,
     onRelease: instance.onRelease,
+    onAssignment: instance.onAssignment,
     registry,
     logger
   })

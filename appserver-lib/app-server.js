@@ -56,6 +56,7 @@ const defaults = Object.freeze({
  * @param {string} options.id server id
  * @param {Function} options.app Express app (or router) for the data routes
  * @param {Function} [options.onAcquire] / [options.onRelease] ownership hooks
+ * @param {Function} [options.onAssignment] called with every map installed (ShardGuard)
  * @param {Registry} [options.registry] prom-client registry served on /metrics
  */
 function createAppServer (options) {
@@ -73,7 +74,7 @@ function createAppServer (options) {
   for (const k of ['renewMs', 'drainTimeoutMs', 'drainDeadlineMs']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
-  const guard = new ShardGuard({ serverId: id, onAcquire: opts.onAcquire, onRelease: opts.onRelease, consistency: opts.consistency, leases: Boolean(controllerUrl), holdMs: opts.holdMs, handoffDrain: opts.handoffDrain, logger: log })
+  const guard = new ShardGuard({ serverId: id, onAcquire: opts.onAcquire, onRelease: opts.onRelease, onAssignment: opts.onAssignment, consistency: opts.consistency, leases: Boolean(controllerUrl), holdMs: opts.holdMs, handoffDrain: opts.handoffDrain, logger: log })
   if (opts.consistency === 'strict' && !controllerUrl) log.warn('consistency is strict but there is no controller to grant leases: admission follows pushed maps only')
   registerGuardMetrics(registry, guard)
 

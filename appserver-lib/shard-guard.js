@@ -37,6 +37,10 @@ class ShardGuard {
    * @param {string} options.serverId this server's id, as registered
    * @param {(ranges, ctx) => any} [options.onAcquire] called with ranges gained
    * @param {(ranges, ctx) => any} [options.onRelease] called with ranges lost
+   * @param {(ctx) => void} [options.onAssignment] called synchronously with every map installed,
+   *   whether or not this server's ranges changed (an app that must follow the newest map:
+   *   kv-cache stops fencing a replica that map no longer lists). Errors are logged, never thrown.
+   *   Every hook's ctx is { generation, assignment, map } (map: the SliceMap the guard now checks against)
    * @param {'strict'|'available'} [options.consistency] strict: admit only under a live lease (once leases are in force)
    * @param {boolean} [options.leases] leases are in force from the start (a controller grants them); else from the first grant
    * @param {number} [options.holdMs] how long a request for a slice in handoff (or routed with a newer generation) waits for the map that decides it
@@ -46,10 +50,11 @@ class ShardGuard {
    * @param {() => number} [options.now] monotonic clock in ms (performance.now)
    * @param {import('pino').Logger} [options.logger]
    */
-  constructor ({ serverId, onAcquire = noop, onRelease = noop, consistency = 'available', leases = false, holdMs = 2000, handoffDrain = 'writes', now = () => performance.now(), logger = silent } = {}) {
+  constructor ({ serverId, onAcquire = noop, onRelease = noop, onAssignment = noop, consistency = 'available', leases = false, holdMs = 2000, handoffDrain = 'writes', now = () => performance.now(), logger = silent } = {}) {
     if (typeof serverId !== 'string' || serverId.length === 0) throw new InvalidArgumentError('invalid serverId: expected a non-empty string')
     if (typeof onAcquire !== 'function') throw new InvalidArgumentError('invalid onAcquire: expected a function')
     if (typeof onRelease !== 'function') throw new InvalidArgumentError('invalid onRelease: expected a function')
+    if (typeof onAssignment !== 'function') throw new InvalidArgumentError('invalid onAssignment: expected a function')
     if (!CONSISTENCY.includes(consistency)) throw new InvalidArgumentError(`invalid consistency: expected one of ${CONSISTENCY.join(', ')}, got ${JSON.stringify(consistency)}`)
     if (!Number.isInteger(holdMs) || holdMs < 0) throw new InvalidArgumentError('invalid holdMs: expected an integer >= 0')
     if (!HANDOFF_DRAIN.includes(handoffDrain)) throw new InvalidArgumentError(`invalid handoffDrain: expected one of ${HANDOFF_DRAIN.join(', ')}, got ${JSON.stringify(handoffDrain)}`)
@@ -57,6 +62,7 @@ class ShardGuard {
     this.serverId = serverId
     this.onAcquire = onAcquire
     this.onRelease = onRelease
+    this.onAssignment = onAssignment
     this.consistency = consistency
     this.holdMs = holdMs
     this.now = now
@@ -162,7 +168,7 @@ class ShardGuard {
     for (let i = 0; i < map.size; i++) owned[i] = map.admits(i, this.serverId) ? 1 : 0
     // Hooks run synchronously around the switch so that no request is checked
     // against the new map before the app has seen what changed (race-free).
-    const ctx = { generation: assignment.generation, assignment }
+    const ctx = { generation: assignment.generation, assignment, map }
     const results = []
     if (released.length) results.push(this.#callHook('onRelease', released, ctx))
     if (this.current && this.current.inflight > 0) this.older.push(this.current)
@@ -170,6 +176,11 @@ class ShardGuard {
     this.map = map
     this.owned = owned
     this.counts = new Float64Array(map.size)
+    try {
+      this.onAssignment(ctx)
+    } catch (err) {
+      this.logger.error({ err, hook: 'onAssignment' }, 'assignment hook failed')
+    }
     if (acquired.length) results.push(this.#callHook('onAcquire', acquired, ctx))
     this.stats.assignmentsAccepted++
     this.logger.info({ generation: assignment.generation, slices: map.size, acquired: acquired.length, released: released.length, moving: map.hasMoving }, 'assignment installed')

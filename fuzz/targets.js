@@ -268,7 +268,7 @@ async function kvCacheTarget ({ client, clusterToken, logger = silent, maxValueB
     const kv = await kvCache.create({ serverId: id, dynamoEndpoint: dynamo.endpoint, table: 'fuzz-kv', maxValueBytes, spawnRedis: true, logger, ...auth })
     c.add(() => kv.close())
     if (kv.cache.backend !== 'redis') throw new Error('kv-cache fuzzing needs redis-server on PATH (it fell back to the in-process cache)')
-    const server = createAppServer({ id, app: kv.app, onAcquire: kv.onAcquire, onRelease: kv.onRelease, consistency: kv.consistency, logger, ...auth })
+    const server = createAppServer({ id, app: kv.app, onAcquire: kv.onAcquire, onRelease: kv.onRelease, onAssignment: kv.onAssignment, consistency: kv.consistency, logger, ...auth })
     const { url, controlUrl } = await server.start()
     c.add(() => server.close())
     const generation = Date.now()

@@ -10,6 +10,7 @@ const { signRequest } = require('../../core/cluster-auth')
 const FENCE_PATH = '/kv/_fence'
 const PHASES = Object.freeze(['hold', 'release', 'abort'])
 const RETRY_MS = 25 // between attempts at one replica, after a network error or a 5xx
+const WATCH_MS = 25 // how often an attempt still waiting for its answer asks whether its replica was dropped
 
 /**
  * What a signed fence binds besides its path (the key) and body (the value):
@@ -36,12 +37,17 @@ function fenceContext ({ to, phase, fenceId, from, generation, version, contentT
  *
  * Outcomes per replica: `ok` (applied), `not_admitted` (421: the replica does
  * not admit the slice now; it distrusts its cache when it gains it again),
- * `failed` (unreachable, timed out, or refused with another status).
+ * `dropped` (the caller's `dropped(target)` said a newer map settled the slice
+ * without it: asked after every failed attempt and every WATCH_MS while one
+ * waits, which is then abandoned), `failed` (unreachable, timed out, or refused with
+ * another status).
  *
  * With a cluster token every attempt is signed afresh (core/cluster-auth.js,
  * bound to its target and headers by fenceContext), and replicas refuse
  * unsigned fences.
  */
+const never = () => false
+
 class FenceClient {
   #token // the cluster token; kept off the object's enumerable state
 
@@ -65,11 +71,13 @@ class FenceClient {
   /**
    * @param {'hold'|'release'|'abort'} phase
    * @param {{ id: string, url?: string }[]} targets the other replicas (url undefined: not known)
-   * @param {{ key: string, generation: number, fenceId: string, version?: bigint, value?: Buffer, contentType?: string }} what
-   *   value (release only): the written value, which the replica caches at `version` instead of a bare fence
-   * @returns {Promise<{ ok: object[], notAdmitted: object[], failed: { target, reason }[] }>}
+   * @param {{ key: string, generation: number, fenceId: string, version?: bigint, value?: Buffer, contentType?: string,
+   *   dropped?: (target: object) => boolean }} what
+   *   value (release only): the written value, which the replica caches at `version` instead of a bare fence;
+   *   dropped: whether the replica no longer needs this phase (never, when not given)
+   * @returns {Promise<{ ok: object[], notAdmitted: object[], dropped: object[], failed: { target, reason }[] }>}
    */
-  async send (phase, targets, { key, generation, fenceId, version, value, contentType }) {
+  async send (phase, targets, { key, generation, fenceId, version, value, contentType, dropped = never }) {
     if (!PHASES.includes(phase)) throw new InvalidArgumentError(`invalid fence phase: ${JSON.stringify(phase)}`)
     const deadline = Date.now() + this.timeoutMs
     const headers = {
@@ -83,24 +91,34 @@ class FenceClient {
     if (body !== undefined) headers['content-type'] = contentType
     const path = `${FENCE_PATH}?key=${encodeURIComponent(key)}`
     const context = (to) => fenceContext({ to, phase, fenceId, from: this.serverId, generation, version, contentType: headers['content-type'] })
-    const results = await Promise.all(targets.map((t) => this.#one(t, path, headers, deadline, body, context)))
-    const out = { ok: [], notAdmitted: [], failed: [] }
+    const results = await Promise.all(targets.map((t) => this.#one(t, path, headers, deadline, body, context, dropped)))
+    const out = { ok: [], notAdmitted: [], dropped: [], failed: [] }
     results.forEach((r, i) => {
       const target = targets[i]
       if (this.metrics) this.metrics.fencesSent.inc({ phase, outcome: r.outcome })
       if (r.outcome === 'ok') out.ok.push(target)
       else if (r.outcome === 'not_admitted') out.notAdmitted.push(target)
+      else if (r.outcome === 'dropped') out.dropped.push(target)
       else out.failed.push({ target, reason: r.reason })
     })
     return out
   }
 
-  async #one (target, path, headers, deadline, body, context) {
-    if (!target.url) return { outcome: 'failed', reason: `no URL known for server ${target.id}` }
+  async #one (target, path, headers, deadline, body, context, dropped) {
     let reason = 'timed out'
     for (;;) {
+      if (!target.url) return dropped(target) ? { outcome: 'dropped' } : { outcome: 'failed', reason: `no URL known for server ${target.id}` }
       const left = deadline - Date.now()
       if (left <= 0) return { outcome: 'failed', reason }
+      // An attempt at a replica that hangs (a host gone without a reset) is
+      // abandoned as soon as a newer map drops that replica.
+      const abort = new AbortController()
+      let watch = null
+      const check = () => {
+        if (dropped(target)) abort.abort()
+        else watch = setTimeout(check, WATCH_MS)
+      }
+      watch = setTimeout(check, WATCH_MS)
       try {
         const url = new URL(target.url + path) // the path as undici sends it (normalized), which is what is signed
         const signed = this.#token === undefined
@@ -112,7 +130,8 @@ class FenceClient {
           body,
           dispatcher: this.agent,
           headersTimeout: left,
-          bodyTimeout: left
+          bodyTimeout: left,
+          signal: abort.signal
         })
         const text = await res.body.text()
         if (res.statusCode === 204) return { outcome: 'ok' }
@@ -122,7 +141,13 @@ class FenceClient {
         if (res.statusCode < 500) return { outcome: 'failed', reason }
       } catch (err) {
         reason = err.code || err.message
+      } finally {
+        clearTimeout(watch)
       }
+      // Asked after a failed attempt, not before the first: a dropped replica
+      // that is still up gets its phase (it answers a hold with 421, and a
+      // release lifts its hold at once instead of at the lapse).
+      if (dropped(target)) return { outcome: 'dropped' }
       const wait = Math.min(RETRY_MS, deadline - Date.now())
       if (wait > 0) await delay(wait)
     }

@@ -10,6 +10,7 @@ const { KvService } = require('./kv-service')
 const { createRoutes } = require('./routes')
 const { spawnRedis, startDynalite } = require('./embedded')
 const { FenceClient } = require('./fence-client')
+const { NewestMap } = require('./newest-map')
 const { componentLogger, silent } = require('../../core/logger')
 
 /**
@@ -28,7 +29,7 @@ const { componentLogger, silent } = require('../../core/logger')
  * were called with.
  *
  * @param {object} [options] see `defaults` in ./options.js
- * @returns {Promise<{ app, onAcquire, onRelease, close, cache: { backend, url }, service }>}
+ * @returns {Promise<{ app, onAcquire, onRelease, onAssignment, close, cache: { backend, url }, service }>}
  *   the app contract appserver-lib hosts
  */
 async function create (options = {}) {
@@ -55,25 +56,36 @@ async function create (options = {}) {
     metrics.backend.set({ backend: cache.backend }, 1)
     const fencer = new FenceClient({ serverId: o.serverId, timeoutMs: o.fenceTimeoutMs, clusterToken: o.clusterToken, metrics, logger: log })
     closers.push(() => fencer.close())
-    const service = new KvService({ store, cache, metrics, fencer, holdLapseMs: o.holdLapseMs, serverId: o.serverId, logger: log })
+    const newest = new NewestMap()
+    const service = new KvService({
+      store,
+      cache,
+      metrics,
+      fencer,
+      holdLapseMs: o.holdLapseMs,
+      serverId: o.serverId,
+      replicaDropped: (id, slice, generation) => newest.dropped(id, slice, generation),
+      logger: log
+    })
     closers.push(() => service.settle())
-    const directory = new ServerDirectory()
     log.info({ table: o.table, dynamoEndpoint: o.dynamoEndpoint || 'aws', cache: cache.backend, redisUrl: redact(cache.url), signedFences: o.clusterToken !== undefined }, 'kv-cache ready')
 
     let closed = false
     return {
-      app: createRoutes({ service, maxValueBytes: o.maxValueBytes, serverId: o.serverId, urlOf: (id, req) => directory.urlOf(id, req), clusterToken: o.clusterToken, metrics, logger: log }),
+      app: createRoutes({ service, maxValueBytes: o.maxValueBytes, serverId: o.serverId, urlOf: (id, req) => newest.urlOf(id, req), clusterToken: o.clusterToken, metrics, logger: log }),
       // Admission under leases: a value is only ever served by servers the
       // last write held and fenced (docs/ownership.md, docs/replication.md).
       consistency: 'strict',
       onAcquire: (ranges, ctx) => {
-        directory.learn(ctx)
+        newest.learn(ctx)
         service.onAcquire(ranges)
       },
       onRelease: (ranges, ctx) => {
-        directory.learn(ctx)
+        newest.learn(ctx)
         service.onRelease(ranges)
       },
+      // every map, also one that changes only another server's part of a slice we hold
+      onAssignment: (ctx) => newest.learn(ctx),
       cache: { backend: cache.backend, url: cache.url },
       service, // the HTTP-free core, for tests and tooling
       async close () {
@@ -85,35 +97,6 @@ async function create (options = {}) {
   } catch (err) {
     await closeAll()
     throw err
-  }
-}
-
-/**
- * Where the other replicas of a slice listen: `req.chopperServers` (the
- * servers map of the assignment that admitted the request) when the shard
- * guard sets it, else the newest assignment the ownership hooks have seen.
- * A server id is bound to one URL for the life of a cluster, so an older map
- * still names the right place; one that joined since the last hook call is
- * not known here (the write then fails with 503, never silently).
- */
-class ServerDirectory {
-  constructor () {
-    this.generation = -1
-    this.servers = {}
-  }
-
-  learn (ctx) {
-    const a = ctx && ctx.assignment
-    if (!a || !a.servers || !(a.generation >= this.generation)) return
-    this.generation = a.generation
-    this.servers = a.servers
-  }
-
-  urlOf (id, req) {
-    const fromReq = req && req.chopperServers && req.chopperServers[id]
-    if (fromReq && fromReq.url) return fromReq.url
-    const s = Object.hasOwn(this.servers, id) ? this.servers[id] : undefined
-    return s && s.url
   }
 }
 

@@ -51,9 +51,13 @@ class KvService {
    * @param {import('./fence-client').FenceClient} [options.fencer] sends holds and releases to other replicas
    * @param {number} [options.holdLapseMs] a hold nobody lifts lapses after this long (KeyHolds)
    * @param {string} [options.serverId] names this server's write ids
+   * @param {(id: string, sliceKey: number, generation: number) => boolean} [options.replicaDropped]
+   *   whether a write admitted under `generation` may stop holding and fencing replica `id`:
+   *   a newer map settled the key's slice without it (newest-map.js). Default: never
    */
-  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, heldReadWaitMs = 100, serverId = 'kv', logger = silent }) {
+  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, heldReadWaitMs = 100, serverId = 'kv', replicaDropped = () => false, logger = silent }) {
     this.store = store
+    this.replicaDropped = replicaDropped
     this.heldReadWaitMs = heldReadWaitMs // a read of a held key waits this long for the write, then reads DynamoDB
     this.cache = cache
     this.metrics = metrics
@@ -205,6 +209,11 @@ class KvService {
    *   placed are aborted.
    * - A replica answering 421 does not admit the slice now: done (it
    *   distrusts its cache when it gains the slice, ownership-epochs.js).
+   * - A replica that a newer map settled the slice without (`replicaDropped`:
+   *   it acknowledged the revoke or its lease lapsed, so it serves nothing of
+   *   the slice) is done too, in any phase, even while it does not answer: a
+   *   dead replica stalls a write only until the map that drops it arrives,
+   *   not for the whole `fenceTimeoutMs`.
    * - DynamoDB refused the write as fenced: not applied; holds aborted.
    * - DynamoDB failed (503): the write may still land, so the holds are left
    *   to lapse (holdLapseMs, longer than any DynamoDB write): until then
@@ -217,7 +226,7 @@ class KvService {
   async #replicated (op, key, sliceKey, generation, replicas, written, fn) {
     if (replicas.length === 0 || this.fencer === null) return fn()
     const fenceId = this.fenceIds + (this.fenceSeq++).toString(36)
-    const what = { key, generation, fenceId }
+    const what = { key, generation, fenceId, dropped: (target) => this.replicaDropped(target.id, sliceKey, generation) }
     const t0 = performance.now()
     await this.hold(key, sliceKey, fenceId)
     const held = await this.fencer.send('hold', replicas, what)

@@ -32,7 +32,7 @@ function createMetrics (registry) {
     }),
     fencesSent: new Counter({
       name: 'chopper_kv_fences_sent_total',
-      help: 'Write holds and fences this primary sent to other replicas, by phase (hold | release | abort) and outcome (ok | not_admitted: 421 | failed: unreachable after retries)',
+      help: 'Write holds and fences this primary sent to other replicas, by phase (hold | release | abort) and outcome (ok | not_admitted: 421 | dropped: a newer map settled the slice without that replica, so it was no longer waited for | failed: unreachable after retries)',
       labelNames: ['phase', 'outcome'],
       registers
     }),

@@ -64,6 +64,28 @@ describe('ShardGuard', () => {
     ])
   })
 
+  test('fires onAssignment with every map installed, also one that changes only other servers\' part; a throwing hook is logged, not thrown', () => {
+    const seen = []
+    const errors = []
+    const logger = { error: (o, msg) => errors.push([o.hook, msg]), warn () {}, info () {}, debug () {}, child () { return this } }
+    const g = new ShardGuard({
+      serverId: 'me',
+      logger,
+      onAssignment: (ctx) => {
+        seen.push([ctx.generation, ctx.map === g.map, ctx.assignment === ctx.map.assignment])
+        if (ctx.generation === 3) throw new Error('boom')
+      }
+    })
+    g.setAssignment(gen(1, 'me'))
+    g.setAssignment(gen(2, 'me')) // our ranges unchanged: no onAcquire / onRelease
+    g.setAssignment(gen(2, 'me')) // a repeat: not installed again
+    expect(() => g.setAssignment(gen(3, 'me'))).not.toThrow()
+    expect(g.generation).toBe(3)
+    expect(seen).toEqual([[1, true, true], [2, true, true], [3, true, true]])
+    expect(errors).toEqual([['onAssignment', 'assignment hook failed']])
+    expect(() => new ShardGuard({ serverId: 'me', onAssignment: 'x' })).toThrow(/invalid onAssignment/)
+  })
+
   test('keeps the old map when an assignment is invalid or stale; a repeat is a no-op', () => {
     const g = new ShardGuard({ serverId: 'me' })
     g.setAssignment(gen(2, 'me'))

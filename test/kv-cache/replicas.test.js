@@ -241,6 +241,75 @@ describe('kv-cache with replicated slices', () => {
     expect((await putText(kvUrl(A.url, 'k10'), 'v2')).status).toBe(204)
     expect((await get(B, 'k10')).body).toBe('v2')
   })
+  test('a replica that never answers is no longer waited for once a newer map settles the slice without it: the write lands well before fenceTimeoutMs', async () => {
+    const hung = []
+    const hangHolds = (req, res) => {
+      if (!isFence(req) || req.headers['x-kv-fence'] !== 'hold') return false
+      hung.push(res) // a host gone without a reset: no answer, no error
+      return true
+    }
+    const { nodes: { A, B }, servers } = await replicaSet({ options: { fenceTimeoutMs: 10000 }, intercept: { C: hangHolds } })
+    try {
+      const all = { start: 0, end: KEYSPACE_SIZE }
+      const t0 = Date.now()
+      const write = putText(kvUrl(A.url, 'k11'), 'v1')
+      await pollUntil(() => hung.length > 0, { what: 'C to receive the hold' })
+      // A handoff that drops C is not enough while it is in progress: C may not have installed it yet
+      A.kv.onAssignment({ assignment: { generation: GEN + 1, slices: [{ ...all, servers: ['A', 'B'], moving: true }], servers } })
+      // the grant: C acknowledged the revoke or its lease lapsed, so it serves nothing of the slice
+      A.kv.onAssignment({ assignment: { generation: GEN + 2, slices: [{ ...all, servers: ['A', 'B'] }], servers } })
+      const r = await write
+      expect(r.status).toBe(204)
+      expect(Date.now() - t0).toBeLessThan(10000)
+      expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'hold', outcome: 'dropped' })).toBe(1)
+      expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { outcome: 'failed' })).toBe(0)
+      expect(await registryValue(A.registry, 'chopper_kv_replicated_write_failures_total', { op: 'put', phase: 'hold' })).toBe(0)
+      // B was held and released as usual; C, never held, is not released either
+      expect(await get(B, 'k11')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
+      expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'release', outcome: 'ok' })).toBe(1)
+      expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'release', outcome: 'dropped' })).toBe(0)
+    } finally {
+      for (const res of hung) res.socket.destroy()
+    }
+  })
+
+  test('a write admitted under the map that drops a replica, or a newer one, never skips a replica still listed', async () => {
+    const { nodes: { A }, servers } = await replicaSet({ options: { fenceTimeoutMs: 300 } })
+    const all = { start: 0, end: KEYSPACE_SIZE }
+    // a map no newer than the write's generation, without C: not evidence that C stopped serving
+    A.kv.onAssignment({ assignment: { generation: GEN, slices: [{ ...all, servers: ['A', 'B'] }], servers: { A: servers.A, B: servers.B } } })
+    servers.C.url = `http://127.0.0.1:${await freePort()}` // C is gone
+    const r = await putText(kvUrl(A.url, 'k12'), 'v1')
+    expect([r.status, r.body.error.code]).toEqual([503, 'CHOPPER_ERR_REPLICA_UNAVAILABLE'])
+    expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'hold', outcome: 'dropped' })).toBe(0)
+    expect(await env.h.dynamoClient(env.dynamo.endpoint).get(TABLE, 'k12')).toBe(null)
+  })
+
+  test('through the shard guard: a write waiting on a dead replica lands as soon as the map that drops it is installed', async () => {
+    // Real app servers behind a real front end; this test plays the controller. fenceTimeoutMs is
+    // long, so only the new map can end the wait in time.
+    const opts = { dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, fenceTimeoutMs: 10000 }
+    const a = await env.h.appServer('A', opts)
+    const b = await env.h.appServer('B', opts)
+    const { url: feUrl, controlUrl: feControl } = await env.h.frontend()
+    const both = { generation: 100, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['A', 'B'] }], servers: { A: { url: a.url }, B: { url: b.url } } }
+    await push([a.controlUrl, b.controlUrl, feControl], both)
+    expect((await putText(`${feUrl}/kv?key=k2`, 'v1')).status).toBe(204)
+
+    await b.server.close() // B dies; the controller has not noticed yet
+    const t0 = Date.now()
+    const write = putText(`${feUrl}/kv?key=k2`, 'v2')
+    await pollUntil(() => a.kv.service.holds.held('k2'), { what: 'the primary to hold k2 for the write' })
+    await push([a.controlUrl, feControl], { generation: 101, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['A'] }], servers: { A: { url: a.url } } })
+    const r = await write
+    expect(r.status).toBe(204)
+    expect(Date.now() - t0).toBeLessThan(10000)
+    expect(await registryValue(a.registry, 'chopper_kv_fences_sent_total', { phase: 'hold', outcome: 'dropped' })).toBe(1)
+    expect(await registryValue(a.registry, 'chopper_kv_replicated_write_failures_total', { phase: 'hold' })).toBe(0)
+    const read = await call(`${feUrl}/kv?key=k2`)
+    expect([read.status, read.body]).toEqual([200, 'v2'])
+  })
+
   test('a write whose replica died is held by the front end until the map drops that replica, then applied (no 503)', async () => {
     // Real app servers (shard guard included) behind a real front end; this test plays the controller.
     const opts = { dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, fenceTimeoutMs: 300 }
