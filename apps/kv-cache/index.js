@@ -57,6 +57,7 @@ async function create (options = {}) {
     const fencer = new FenceClient({ serverId: o.serverId, timeoutMs: o.fenceTimeoutMs, clusterToken: o.clusterToken, metrics, logger: log })
     closers.push(() => fencer.close())
     const newest = new NewestMap()
+    closers.push(() => newest.close())
     const service = new KvService({
       store,
       cache,
@@ -72,7 +73,7 @@ async function create (options = {}) {
 
     let closed = false
     return {
-      app: createRoutes({ service, maxValueBytes: o.maxValueBytes, serverId: o.serverId, urlOf: (id, req) => newest.urlOf(id, req), clusterToken: o.clusterToken, metrics, logger: log }),
+      app: createRoutes({ service, maxValueBytes: o.maxValueBytes, serverId: o.serverId, urlOf: (id, req) => newest.urlOf(id, req), awaitGeneration: (g, ms) => newest.waitFor(g, ms), clusterToken: o.clusterToken, metrics, logger: log }),
       // Admission under leases: a value is only ever served by servers the
       // last write held and fenced (docs/ownership.md, docs/replication.md).
       consistency: 'strict',

@@ -13,6 +13,9 @@ const { SliceMap } = require('../../core/slice-map')
  *   life of a cluster, so an older map still names the right place; one that
  *   joined since the last map seen is not known here (the write then fails
  *   with 503, never silently).
+ * - `waitFor(generation, timeoutMs)`: a replica asked to release a write of
+ *   a generation it has not installed yet (pushes reach members in any order)
+ *   waits for that map before it refuses the release.
  * - `dropped(id, sliceKey, generation)`: whether a write admitted under
  *   `generation` may stop holding and fencing replica `id`. True only when a
  *   newer map lists the key's slice as settled (not moving) without `id`.
@@ -25,6 +28,7 @@ const { SliceMap } = require('../../core/slice-map')
 class NewestMap {
   constructor () {
     this.map = null
+    this.waiters = new Set() // { generation, resolve, timer }
   }
 
   /** @param {{ assignment?: object, map?: SliceMap }} ctx a hook's context */
@@ -33,6 +37,31 @@ class NewestMap {
     if (!a || !a.servers || !Array.isArray(a.slices)) return
     if (this.map !== null && !(a.generation > this.map.generation)) return
     this.map = ctx.map instanceof SliceMap && ctx.map.assignment === a ? ctx.map : new SliceMap(a)
+    for (const w of this.waiters) if (w.generation <= this.map.generation) this.#settle(w, true)
+  }
+
+  /**
+   * Resolves true once a map of `generation` or newer is learned, false after
+   * `timeoutMs` (or at close).
+   */
+  waitFor (generation, timeoutMs) {
+    if (this.generation >= generation) return Promise.resolve(true)
+    return new Promise((resolve) => {
+      const w = { generation, resolve, timer: null }
+      w.timer = setTimeout(() => this.#settle(w, false), timeoutMs)
+      this.waiters.add(w)
+    })
+  }
+
+  #settle (w, reached) {
+    clearTimeout(w.timer)
+    this.waiters.delete(w)
+    w.resolve(reached)
+  }
+
+  /** Let every waiter go (false). */
+  close () {
+    for (const w of this.waiters) this.#settle(w, false)
   }
 
   get generation () {

@@ -21,6 +21,9 @@ const {
   ReplicaUnavailableError
 } = require('../../core/errors')
 
+/** How long a release of a generation this server has not installed yet waits for that map (appserver-lib's holdMs). */
+const RELEASE_GENERATION_WAIT_MS = 2000
+
 /** DynamoDB's partition-key limit; longer keys would fail there with a vaguer message. */
 const MAX_KEY_BYTES = 2048
 const DEFAULT_CONTENT_TYPE = 'application/octet-stream'
@@ -49,6 +52,8 @@ const DEFAULT_CONTENT_TYPE = 'application/octet-stream'
  * @param {number} options.maxValueBytes
  * @param {string} options.serverId this server's id, as in the assignment
  * @param {(id: string, req) => string|undefined} options.urlOf a server's data URL
+ * @param {(generation: number, timeoutMs: number) => Promise<boolean>} [options.awaitGeneration]
+ *   resolves true once this server installed `generation` or a newer map (false after the timeout)
  * @param {ReturnType<import('./metrics').createMetrics>} options.metrics
  * @param {string} [options.clusterToken] fence requests must be signed with it
  */
@@ -67,7 +72,7 @@ async function retryOnNewerMap (res, write) {
   }
 }
 
-function createRoutes ({ service, maxValueBytes, serverId, urlOf, clusterToken, metrics, logger }) {
+function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneration = async () => false, clusterToken, metrics, logger }) {
   const router = express.Router()
   // Fences arrive on the data port, so they carry their own signature.
   const fenceVerifier = clusterToken === undefined ? null : new RequestVerifier({ token: clusterToken })
@@ -175,6 +180,16 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, clusterToken, 
     if (fenceVerifier) verifyFence(req)
     const { key, slice } = keyOf(req)
     const { phase, fenceId, version } = fenceOf(req)
+    const gen = Number(req.headers['x-chopper-generation'])
+    // Plausible versions only: not of a generation this server has not reached, so a
+    // forged release cannot put an entry above the next real write's version. Pushes
+    // reach members in any order, so the writer may have admitted its write under a
+    // map this server installs a moment later: wait for it (as the shard guard holds
+    // a request routed with a newer generation) before refusing.
+    if (version !== undefined && req.chopperGeneration !== undefined && gen > req.chopperGeneration &&
+      !(await awaitGeneration(gen, RELEASE_GENERATION_WAIT_MS))) {
+      throw refuseFence(req, 'X-KV-Version is of a generation this server has not installed')
+    }
     metrics.fencesReceived.inc({ phase })
     logger.debug({ key, phase, fenceId, from: req.headers['x-kv-fence-from'], version: version && version.toString() }, 'fence')
     const written = phase === 'release' && req.headers['content-type'] !== undefined && Buffer.isBuffer(req.body)
@@ -203,12 +218,14 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, clusterToken, 
     }
   }
 
+  function refuseFence (req, what) {
+    metrics.fencesRefused.inc()
+    logger.warn({ from: req.headers['x-kv-fence-from'], ip: req.socket.remoteAddress, what }, 'fence request refused')
+    return new InvalidArgumentError(`invalid fence request: ${what}`)
+  }
+
   function fenceOf (req) {
-    const refuse = (what) => {
-      metrics.fencesRefused.inc()
-      logger.warn({ from: req.headers['x-kv-fence-from'], ip: req.socket.remoteAddress, what }, 'fence request refused')
-      return new InvalidArgumentError(`invalid fence request: ${what}`)
-    }
+    const refuse = (what) => refuseFence(req, what)
     const phase = req.headers['x-kv-fence']
     if (!PHASES.includes(phase)) throw refuse(`X-KV-Fence must be one of ${PHASES.join(', ')}`)
     const gen = req.headers['x-chopper-generation']
@@ -226,9 +243,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, clusterToken, 
       if (typeof v !== 'string' || !/^\d{1,32}$/.test(v)) throw refuse('X-KV-Version (the written version) is required to release')
       version = BigInt(v)
       if (generationOfVersion(version) !== Number(gen)) throw refuse('X-KV-Version is not of the generation in X-Chopper-Generation')
-      // Plausible versions only: not of a generation this server has not reached, nor from the
-      // future, so a forged release cannot put an entry above the next real write's version.
-      if (req.chopperGeneration !== undefined && Number(gen) > req.chopperGeneration) throw refuse('X-KV-Version is of a generation this server has not installed')
+      // Not from the future either (the generation is checked by the caller, which may wait for it).
       if (clockOf(version) > BigInt(Date.now() + MAX_VERSION_AHEAD_MS) * 1000n) throw refuse('X-KV-Version is ahead of this server\'s clock')
     }
     return { phase, fenceId, version }

@@ -38,6 +38,20 @@ describe('NewestMap (kv-cache): the newest installed map, for write fencing', ()
     expect(m.dropped('Z', H + 10, 5)).toBe(true) // not a server of that slice (nor of the cluster)
   })
 
+  test('waitFor: resolves true once that generation (or a newer one) is learned, false after the timeout or at close', async () => {
+    const m = new NewestMap()
+    m.learn({ assignment: layout(3, { servers: ['A'] }) })
+    await expect(m.waitFor(3, 10)).resolves.toBe(true)
+    const five = m.waitFor(5, 60000)
+    const six = m.waitFor(6, 60000)
+    m.learn({ assignment: layout(5, { servers: ['A'] }) })
+    await expect(five).resolves.toBe(true)
+    await expect(m.waitFor(9, 1)).resolves.toBe(false)
+    m.close()
+    await expect(six).resolves.toBe(false)
+    expect(m.waiters.size).toBe(0)
+  })
+
   test('urlOf: the admitting map\'s servers first, then the newest map\'s', () => {
     const m = new NewestMap()
     expect(m.urlOf('A')).toBe(undefined)

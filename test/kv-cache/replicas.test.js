@@ -32,15 +32,15 @@ describe('kv-cache with replicated slices', () => {
    * answer a request itself (return true) before the app sees it.
    * `withServers: false` leaves req.chopperServers unset (URLs from the hooks).
    */
-  async function replicaSet ({ ids = ['A', 'B', 'C'], options = {}, intercept = {}, withServers = true } = {}) {
+  async function replicaSet ({ ids = ['A', 'B', 'C'], options = {}, intercept = {}, withServers = true, admitGeneration = (req) => Math.max(GEN, Number(req.headers['x-chopper-generation']) || 0) } = {}) {
     const servers = {}
     const nodes = {}
     for (const id of ids) {
       const node = await env.h.standalone({ dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, serverId: id, ...options }, {
         middleware (req, res, next) {
           if (intercept[id] && intercept[id](req, res)) return
-          // as the shard guard would: it admits a fence only once it has the writer's map
-          req.chopperGeneration = Math.max(GEN, Number(req.headers['x-chopper-generation']) || 0)
+          // as the shard guard would: by default it admits a fence only once it has the writer's map
+          req.chopperGeneration = admitGeneration(req)
           req.chopperReplicas = ids
           if (withServers) req.chopperServers = servers
           next()
@@ -225,6 +225,28 @@ describe('kv-cache with replicated slices', () => {
     const version = (BigInt(GEN) * 10n ** 16n + 1n).toString()
     expect((await fence({ ...ok, 'x-kv-fence': 'release', 'x-kv-version': version })).status).toBe(204)
     expect(B.kv.service.holds.held('k9')).toBe(false)
+  })
+
+  test('a release of a generation this replica has not installed yet waits for that map (pushes arrive in any order); refused if it never comes', async () => {
+    // B's guard admits under GEN while the writer already wrote under GEN + 1
+    const { nodes: { B }, servers } = await replicaSet({ admitGeneration: () => GEN })
+    const fence = (headers) => call(`${B.url}/kv/_fence?key=k13`, { method: 'POST', headers })
+    const from = { 'x-kv-fence-id': 'A:x:2', 'x-kv-fence-from': 'A' }
+    const next = { ...from, 'x-chopper-generation': String(GEN + 1) }
+    expect((await fence({ ...next, 'x-kv-fence': 'hold' })).status).toBe(204)
+    const release = fence({ ...next, 'x-kv-fence': 'release', 'x-kv-version': (BigInt(GEN + 1) * 10n ** 16n + 1n).toString() })
+    B.kv.onAssignment({ assignment: { generation: GEN + 1, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['A', 'B', 'C'] }], servers } })
+    expect((await release).status).toBe(204)
+    expect(B.kv.service.holds.held('k13')).toBe(false)
+    expect(await registryValue(B.registry, 'chopper_kv_fences_refused_total')).toBe(0)
+    // a generation B never installs: refused once the wait (2 s) is over, and the hold stays
+    const later = { ...from, 'x-kv-fence-id': 'A:x:3', 'x-chopper-generation': String(GEN + 9) }
+    expect((await fence({ ...later, 'x-kv-fence': 'hold' })).status).toBe(204)
+    const r = await fence({ ...later, 'x-kv-fence': 'release', 'x-kv-version': (BigInt(GEN + 9) * 10n ** 16n + 1n).toString() })
+    expect([r.status, r.body.error.code]).toEqual([400, 'CHOPPER_ERR_INVALID_ARG'])
+    expect(r.body.error.message).toMatch(/has not installed/)
+    expect(B.kv.service.holds.held('k13')).toBe(true)
+    expect(await registryValue(B.registry, 'chopper_kv_fences_refused_total')).toBe(1)
   })
 
   test('without req.chopperServers the URLs come from the assignment the hooks saw; before that, the write fails safely', async () => {
