@@ -307,49 +307,48 @@ describe('kv-cache with replicated slices', () => {
     expect(await env.h.dynamoClient(env.dynamo.endpoint).get(TABLE, 'k12')).toBe(null)
   })
 
-  test('through the shard guard: a write waiting on a dead replica lands as soon as the map that drops it is installed', async () => {
-    // Real app servers behind a real front end; this test plays the controller. fenceTimeoutMs is
-    // long, so only the new map can end the wait in time.
-    const opts = { dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, fenceTimeoutMs: 10000 }
+  /**
+   * Real app servers A (primary) and B (shard guard included) of one slice
+   * behind a real front end, with `key` written once; the test plays the
+   * controller: `dropB()` pushes the map without B to A and the front end.
+   */
+  async function frontedPair (key, fenceTimeoutMs) {
+    const opts = { dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, fenceTimeoutMs }
     const a = await env.h.appServer('A', opts)
     const b = await env.h.appServer('B', opts)
     const { url: feUrl, controlUrl: feControl } = await env.h.frontend()
     const both = { generation: 100, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['A', 'B'] }], servers: { A: { url: a.url }, B: { url: b.url } } }
     await push([a.controlUrl, b.controlUrl, feControl], both)
-    expect((await putText(`${feUrl}/kv?key=k2`, 'v1')).status).toBe(204)
+    expect((await putText(`${feUrl}/kv?key=${key}`, 'v1')).status).toBe(204)
+    const dropB = () => push([a.controlUrl, feControl], { generation: 101, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['A'] }], servers: { A: { url: a.url } } })
+    const read = async () => { const r = await call(`${feUrl}/kv?key=${key}`); return [r.status, r.body] }
+    return { a, b, feUrl, dropB, read }
+  }
 
+  test('through the shard guard: a write waiting on a dead replica lands as soon as the map that drops it is installed', async () => {
+    // fenceTimeoutMs is long, so only the new map can end the wait in time.
+    const { a, b, feUrl, dropB, read } = await frontedPair('k2', 10000)
     await b.server.close() // B dies; the controller has not noticed yet
     const t0 = Date.now()
     const write = putText(`${feUrl}/kv?key=k2`, 'v2')
     await pollUntil(() => a.kv.service.holds.held('k2'), { what: 'the primary to hold k2 for the write' })
-    await push([a.controlUrl, feControl], { generation: 101, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['A'] }], servers: { A: { url: a.url } } })
+    await dropB()
     const r = await write
     expect(r.status).toBe(204)
     expect(Date.now() - t0).toBeLessThan(10000)
     expect(await registryValue(a.registry, 'chopper_kv_fences_sent_total', { phase: 'hold', outcome: 'dropped' })).toBe(1)
     expect(await registryValue(a.registry, 'chopper_kv_replicated_write_failures_total', { phase: 'hold' })).toBe(0)
-    const read = await call(`${feUrl}/kv?key=k2`)
-    expect([read.status, read.body]).toEqual([200, 'v2'])
+    expect(await read()).toEqual([200, 'v2'])
   })
 
   test('a write whose replica died is held by the front end until the map drops that replica, then applied (no 503)', async () => {
-    // Real app servers (shard guard included) behind a real front end; this test plays the controller.
-    const opts = { dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, fenceTimeoutMs: 300 }
-    const a = await env.h.appServer('A', opts)
-    const b = await env.h.appServer('B', opts)
-    const { url: feUrl, controlUrl: feControl } = await env.h.frontend()
-    const both = { generation: 100, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['A', 'B'] }], servers: { A: { url: a.url }, B: { url: b.url } } }
-    await push([a.controlUrl, b.controlUrl, feControl], both)
-    expect((await putText(`${feUrl}/kv?key=k1`, 'v1')).status).toBe(204)
-
+    const { a, b, feUrl, dropB, read } = await frontedPair('k1', 300)
     await b.server.close() // B dies; the controller has not noticed yet
     const write = putText(`${feUrl}/kv?key=k1`, 'v2')
     await pollUntil(async () => (await registryValue(a.registry, 'chopper_kv_replicated_write_failures_total', { phase: 'hold' })) > 0, { what: 'the primary to find B unreachable' })
     // The controller drops B (its lease lapsed): the held write goes through on the new map.
-    await push([a.controlUrl, feControl], { generation: 101, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['A'] }], servers: { A: { url: a.url } } })
-    const r = await write
-    expect(r.status).toBe(204)
-    const read = await call(`${feUrl}/kv?key=k1`)
-    expect([read.status, read.body]).toEqual([200, 'v2'])
+    await dropB()
+    expect((await write).status).toBe(204)
+    expect(await read()).toEqual([200, 'v2'])
   })
 })
