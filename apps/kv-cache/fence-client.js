@@ -11,6 +11,7 @@ const FENCE_PATH = '/kv/_fence'
 const PHASES = Object.freeze(['hold', 'release', 'abort'])
 const RETRY_MS = 25 // between attempts at one replica, after a network error or a 5xx
 const WATCH_MS = 25 // how often an attempt still waiting for its answer asks whether its replica was dropped
+const never = () => false
 
 /**
  * What a signed fence binds besides its path (the key) and body (the value):
@@ -46,8 +47,6 @@ function fenceContext ({ to, phase, fenceId, from, generation, version, contentT
  * bound to its target and headers by fenceContext), and replicas refuse
  * unsigned fences.
  */
-const never = () => false
-
 class FenceClient {
   #token // the cluster token; kept off the object's enumerable state
 
