@@ -58,6 +58,11 @@ export interface AssignmentContext {
   /** Generation of the assignment being installed. */
   generation: number
   assignment: Assignment
+  /**
+   * The parsed map of `assignment` (core/slice-map.js): the one the guard checks requests
+   * against once the install completes (onRelease runs just before the switch).
+   */
+  map: unknown
 }
 
 /**
@@ -67,6 +72,13 @@ export interface AssignmentContext {
  * a rejection is logged and reported to the controller as `hookError`.
  */
 export type OwnershipHook = (ranges: KeyRange[], context: AssignmentContext) => unknown
+
+/**
+ * Called synchronously with every assignment installed, also one that changes only other
+ * servers' part of a slice this server holds. Its return value is ignored; a throw or a
+ * rejected promise is logged, never propagated.
+ */
+export type AssignmentHook = (context: AssignmentContext) => unknown
 
 /** Extracts the application key of a request; undefined answers 400 CHOPPER_ERR_MISSING_KEY. */
 export type KeyFrom = (req: Request) => string | undefined
@@ -135,6 +147,8 @@ export interface AppServerOptions {
   onAcquire?: OwnershipHook
   /** Called with the ranges this server lost. */
   onRelease?: OwnershipHook
+  /** Called with every map installed (kv-cache follows the newest map with it). */
+  onAssignment?: AssignmentHook
   /** prom-client registry served on the control port's /metrics. Default: a new Registry. */
   registry?: Registry
 }
@@ -221,6 +235,7 @@ export interface ShardGuardOptions {
   serverId: string
   onAcquire?: OwnershipHook
   onRelease?: OwnershipHook
+  onAssignment?: AssignmentHook
   /** Default 'available'. */
   consistency?: Consistency
   /** Leases are in force from the start (a controller grants them); otherwise from the first grant. Default false. */

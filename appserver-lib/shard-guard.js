@@ -40,7 +40,8 @@ class ShardGuard {
    * @param {(ctx) => void} [options.onAssignment] called synchronously with every map installed,
    *   whether or not this server's ranges changed (an app that must follow the newest map:
    *   kv-cache stops fencing a replica that map no longer lists). Errors are logged, never thrown.
-   *   Every hook's ctx is { generation, assignment, map } (map: the SliceMap the guard now checks against)
+   *   Every hook's ctx is { generation, assignment, map } (map: the new assignment's SliceMap, which the
+   *   guard checks requests against once the install completes; onRelease runs just before the switch)
    * @param {'strict'|'available'} [options.consistency] strict: admit only under a live lease (once leases are in force)
    * @param {boolean} [options.leases] leases are in force from the start (a controller grants them); else from the first grant
    * @param {number} [options.holdMs] how long a request for a slice in handoff (or routed with a newer generation) waits for the map that decides it
@@ -176,17 +177,24 @@ class ShardGuard {
     this.map = map
     this.owned = owned
     this.counts = new Float64Array(map.size)
-    try {
-      this.onAssignment(ctx)
-    } catch (err) {
-      this.logger.error({ err, hook: 'onAssignment' }, 'assignment hook failed')
-    }
+    this.#notifyAssignment(ctx)
     if (acquired.length) results.push(this.#callHook('onAcquire', acquired, ctx))
     this.stats.assignmentsAccepted++
     this.logger.info({ generation: assignment.generation, slices: map.size, acquired: acquired.length, released: released.length, moving: map.hasMoving }, 'assignment installed')
     this.#wake(this.mapWaiters)
     if (this.older.length === 0) this.#wake(this.drainWaiters)
     return { changed: true, acquired, released, hooks: Promise.all(results) }
+  }
+
+  /** onAssignment: not awaited; a throw or a rejected promise is logged, never propagated. */
+  #notifyAssignment (ctx) {
+    const failed = (err) => this.logger.error({ err, hook: 'onAssignment' }, 'assignment hook failed')
+    try {
+      const r = this.onAssignment(ctx)
+      if (r !== null && typeof r === 'object' && typeof r.then === 'function') r.then(undefined, failed)
+    } catch (err) {
+      failed(err)
+    }
   }
 
   #callHook (name, ranges, ctx) {

@@ -65,7 +65,11 @@ const options: AppServerOptions = {
   onAcquire: async (ranges, { assignment }) => {
     console.log(JSON.stringify({ msg: 'acquired', ranges: ranges.length, servers: Object.keys(assignment.servers) }))
   },
-  onRelease
+  onRelease,
+  // every map installed, also one that moves only other servers' slices
+  onAssignment: ({ generation, assignment }) => {
+    console.log(JSON.stringify({ msg: 'assignment', generation, slices: assignment.slices.length }))
+  }
 }
 
 /** Without Express: the framework-free guard decides and counts. */

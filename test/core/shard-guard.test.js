@@ -86,6 +86,26 @@ describe('ShardGuard', () => {
     expect(() => new ShardGuard({ serverId: 'me', onAssignment: 'x' })).toThrow(/invalid onAssignment/)
   })
 
+  test('an async onAssignment that rejects is logged, not left as an unhandled rejection', async () => {
+    const errors = []
+    const unhandled = []
+    const onUnhandled = (err) => unhandled.push(err)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      const logger = { error: (o, msg) => errors.push([o.hook, o.err.message, msg]), warn () {}, info () {}, debug () {}, child () { return this } }
+      const g = new ShardGuard({ serverId: 'me', logger, onAssignment: async () => { throw new Error('async boom') } })
+      expect(() => g.setAssignment(gen(1, 'me'))).not.toThrow()
+      // either outcome shows within a few turns of the event loop
+      const deadline = Date.now() + 2000
+      while (errors.length === 0 && unhandled.length === 0 && Date.now() < deadline) await new Promise((resolve) => setImmediate(resolve))
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(errors).toEqual([['onAssignment', 'async boom', 'assignment hook failed']])
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+  })
+
   test('keeps the old map when an assignment is invalid or stale; a repeat is a no-op', () => {
     const g = new ShardGuard({ serverId: 'me' })
     g.setAssignment(gen(2, 'me'))
