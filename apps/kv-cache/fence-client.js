@@ -39,9 +39,9 @@ function fenceContext ({ to, phase, fenceId, from, generation, version, contentT
  * Outcomes per replica: `ok` (applied), `not_admitted` (421: the replica does
  * not admit the slice now; it distrusts its cache when it gains it again),
  * `dropped` (the caller's `dropped(target)` said a newer map settled the slice
- * without it: asked after every failed attempt and every WATCH_MS while one
- * waits, which is then abandoned), `failed` (unreachable, timed out, or refused with
- * another status).
+ * without it: asked after every failed or refused attempt, and every WATCH_MS
+ * while one waits for its answer, which is then abandoned), `failed`
+ * (unreachable, timed out, or refused with another status).
  *
  * With a cluster token every attempt is signed afresh (core/cluster-auth.js,
  * bound to its target and headers by fenceContext), and replicas refuse
@@ -132,20 +132,26 @@ class FenceClient {
           bodyTimeout: left,
           signal: abort.signal
         })
+        clearTimeout(watch) // it answered: read the (small) answer to the end
         const text = await res.body.text()
         if (res.statusCode === 204) return { outcome: 'ok' }
         if (res.statusCode === 421) return { outcome: 'not_admitted' }
         reason = `HTTP ${res.statusCode} ${text.slice(0, 200)}`
-        // 5xx (the replica's Redis and store are fine to retry on) is retried; 4xx is a bug or a forgery check.
-        if (res.statusCode < 500) return { outcome: 'failed', reason }
+        // 5xx (the replica's Redis and store are fine to retry on) is retried; 4xx is a bug or a
+        // forgery check (a clock skewed past the replay window), which does not matter from a
+        // replica that no longer needs the phase.
+        if (res.statusCode < 500) return dropped(target) ? { outcome: 'dropped' } : { outcome: 'failed', reason }
       } catch (err) {
         reason = err.code || err.message
       } finally {
         clearTimeout(watch)
       }
       // Asked after a failed attempt, not before the first: a dropped replica
-      // that is still up gets its phase (it answers a hold with 421, and a
-      // release lifts its hold at once instead of at the lapse).
+      // that is up and answers within WATCH_MS still gets its phase (it answers
+      // a hold with 421, and a release lifts its hold at once instead of at the
+      // lapse); one slower than that is left to its hold's lapse, which costs it
+      // nothing it needs: it does not admit the slice, and when it gains it
+      // again it distrusts its cache.
       if (dropped(target)) return { outcome: 'dropped' }
       const wait = Math.min(RETRY_MS, deadline - Date.now())
       if (wait > 0) await delay(wait)
