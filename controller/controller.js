@@ -564,13 +564,13 @@ function createController (options = {}) {
       const perServerLoad = {}
       const perServerRequests = {}
       const perServerCost = {}
-      let requests = 0
+      let requests = 0 // fresh reports only: the strategy divides it among the servers whose load is known
       for (const id of Object.keys(before.servers)) {
         const o = own[id] || { requests: 0, cost: 0 }
         perServerLoad[id] = loadMetric === 'cost' ? o.cost : o.requests
         perServerRequests[id] = o.requests
         perServerCost[id] = o.cost
-        requests += o.requests
+        if (reports.has(id)) requests += o.requests
       }
       const imb = imbalance(perServerLoad)
       let churn = 0

@@ -278,7 +278,8 @@ function meanCeilingRatio (o, requests, members) {
  * @param {object} assignment
  * @param {ArrayLike<number>} loads
  * @param {object} [opts]
- * @param {{unknownServers?: string[]}} [inputs] servers whose load is unknown: frozen (see chopperRound)
+ * @param {{unknownServers?: string[], requests?: number}} [inputs] servers whose load is unknown: frozen;
+ *   requests counted in the period: the mean ceiling's noise floor (see chopperRound)
  */
 function rebalance (assignment, loads, opts, inputs) {
   return chopperRound(assignment, loads, opts, inputs).assignment

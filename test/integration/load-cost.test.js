@@ -185,8 +185,8 @@ describe('the controller balances on cost by default', () => {
   afterEach(async () => { for (const c of closers.splice(0).reverse()) await c() })
 
   /** Two app servers, one slice each; each request states its cost (10 ms on app-1's key, 1 ms on app-2's). */
-  async function stack (loadMetric) {
-    const controller = createController({ periodMs: 600000, startupFenceMs: 0, ...(loadMetric ? { loadMetric } : {}) })
+  async function stack (loadMetric, controllerOptions = {}) {
+    const controller = createController({ periodMs: 600000, startupFenceMs: 0, ...(loadMetric ? { loadMetric } : {}), ...controllerOptions })
     await controller.start()
     closers.push(() => controller.close())
     const members = {}
@@ -256,6 +256,33 @@ describe('the controller balances on cost by default', () => {
       await st.controller.runRound()
       expect(spy).toHaveBeenCalledTimes(1)
       expect(spy.mock.calls[0][3]).toEqual({ unknownServers: [], requests: 40 })
+    } finally {
+      spy.mockRestore()
+    }
+  })
+
+  test('the request count it is told covers fresh reports only, not the stale counts kept for a server whose load is unknown', async () => {
+    const st = await stack(undefined, { requestTimeoutMs: 300 })
+    await drive(st)
+    await st.controller.runRound() // both report: app-1's counts are kept as its last known
+    await pollUntil(() => st.controller.settled(100), { what: 'the handoff to be granted' })
+    const map = new SliceMap(st.controller.assignment)
+    const i = map.owners.indexOf('app-2')
+    const key = keyIn(map.starts[i], i + 1 < map.size ? map.starts[i + 1] : KEYSPACE_SIZE)
+    for (let n = 0; n < 10; n++) expect((await call(`${st.members['app-2'].urls.url}/work?key=${key}`)).status).toBe(200)
+    await pollUntil(() => st.members['app-2'].guard.current.inflight === 0, { intervalMs: 5, what: 'every request to close' })
+    // app-1's control port hangs: its load is unknown this round.
+    const ctl = st.members['app-1'].listeners.control
+    ctl.removeAllListeners('request')
+    ctl.on('request', () => {})
+    const spy = jest.spyOn(getStrategy('chopper'), 'rebalance')
+    try {
+      const round = await st.controller.runRound()
+      expect(round.unknown).toEqual(['app-1'])
+      expect(round.perServerRequests['app-1']).toBeGreaterThan(0) // its last known counts stand in for its load
+      expect(round.perServerRequests['app-2']).toBeGreaterThan(0)
+      expect(spy).toHaveBeenCalledTimes(1)
+      expect(spy.mock.calls[0][3]).toEqual({ unknownServers: ['app-1'], requests: round.perServerRequests['app-2'] })
     } finally {
       spy.mockRestore()
     }
