@@ -73,7 +73,7 @@ async function create (options = {}) {
 
     let closed = false
     return {
-      app: createRoutes({ service, maxValueBytes: o.maxValueBytes, serverId: o.serverId, urlOf: (id, req) => newest.urlOf(id, req), awaitGeneration: (g, ms) => newest.waitFor(g, ms), clusterToken: o.clusterToken, metrics, logger: log }),
+      app: createRoutes({ service, maxValueBytes: o.maxValueBytes, serverId: o.serverId, urlOf: (id, req) => newest.urlOf(id, req), awaitGeneration: (g, ms, signal) => newest.waitFor(g, ms, signal), clusterToken: o.clusterToken, metrics, logger: log }),
       // Admission under leases: a value is only ever served by servers the
       // last write held and fenced (docs/ownership.md, docs/replication.md).
       consistency: 'strict',

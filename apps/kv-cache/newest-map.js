@@ -28,7 +28,7 @@ const { SliceMap } = require('../../core/slice-map')
 class NewestMap {
   constructor () {
     this.map = null
-    this.waiters = new Set() // { generation, resolve, timer }
+    this.waiters = new Set() // { generation, resolve, timer, signal, onAbort }
   }
 
   /** @param {{ assignment?: object, map?: SliceMap }} ctx a hook's context */
@@ -42,20 +42,29 @@ class NewestMap {
 
   /**
    * Resolves true once a map of `generation` or newer is learned, false after
-   * `timeoutMs` (or at close).
+   * `timeoutMs`, when `signal` aborts (the asker went away), or at close.
+   * @param {number} generation
+   * @param {number} timeoutMs
+   * @param {AbortSignal} [signal]
    */
-  waitFor (generation, timeoutMs) {
+  waitFor (generation, timeoutMs, signal) {
     if (this.generation >= generation) return Promise.resolve(true)
+    if (signal && signal.aborted) return Promise.resolve(false)
     return new Promise((resolve) => {
-      const w = { generation, resolve, timer: null }
+      const w = { generation, resolve, timer: null, signal, onAbort: null }
       w.timer = setTimeout(() => this.#settle(w, false), timeoutMs)
+      if (signal) {
+        w.onAbort = () => this.#settle(w, false)
+        signal.addEventListener('abort', w.onAbort, { once: true })
+      }
       this.waiters.add(w)
     })
   }
 
   #settle (w, reached) {
+    if (!this.waiters.delete(w)) return
     clearTimeout(w.timer)
-    this.waiters.delete(w)
+    if (w.onAbort) w.signal.removeEventListener('abort', w.onAbort)
     w.resolve(reached)
   }
 

@@ -52,8 +52,8 @@ const DEFAULT_CONTENT_TYPE = 'application/octet-stream'
  * @param {number} options.maxValueBytes
  * @param {string} options.serverId this server's id, as in the assignment
  * @param {(id: string, req) => string|undefined} options.urlOf a server's data URL
- * @param {(generation: number, timeoutMs: number) => Promise<boolean>} [options.awaitGeneration]
- *   resolves true once this server installed `generation` or a newer map (false after the timeout)
+ * @param {(generation: number, timeoutMs: number, signal?: AbortSignal) => Promise<boolean>} [options.awaitGeneration]
+ *   resolves true once this server installed `generation` or a newer map (false after the timeout, or once `signal` aborts)
  * @param {ReturnType<import('./metrics').createMetrics>} options.metrics
  * @param {string} [options.clusterToken] fence requests must be signed with it
  */
@@ -186,9 +186,14 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
     // reach members in any order, so the writer may have admitted its write under a
     // map this server installs a moment later: wait for it (as the shard guard holds
     // a request routed with a newer generation) before refusing.
-    if (version !== undefined && req.chopperGeneration !== undefined && gen > req.chopperGeneration &&
-      !(await awaitGeneration(gen, RELEASE_GENERATION_WAIT_MS))) {
-      throw refuseFence(req, 'X-KV-Version is of a generation this server has not installed')
+    if (version !== undefined && req.chopperGeneration !== undefined && gen > req.chopperGeneration) {
+      const gone = new AbortController() // the writer stopped waiting (its fence timeout): so do we
+      const onClose = () => gone.abort()
+      res.once('close', onClose)
+      const reached = await awaitGeneration(gen, RELEASE_GENERATION_WAIT_MS, gone.signal)
+      res.off('close', onClose)
+      if (gone.signal.aborted) return // nobody left to answer; the hold lapses if no other release lifts it
+      if (!reached) throw refuseFence(req, 'X-KV-Version is of a generation this server has not installed')
     }
     metrics.fencesReceived.inc({ phase })
     logger.debug({ key, phase, fenceId, from: req.headers['x-kv-fence-from'], version: version && version.toString() }, 'fence')

@@ -52,6 +52,33 @@ describe('NewestMap (kv-cache): the newest installed map, for write fencing', ()
     expect(m.waiters.size).toBe(0)
   })
 
+  test('waitFor with a signal: false as soon as the asker goes away, and nothing is left waiting', async () => {
+    const m = new NewestMap()
+    const gone = new AbortController()
+    const waiting = m.waitFor(4, 60000, gone.signal)
+    expect(m.waiters.size).toBe(1)
+    gone.abort()
+    await expect(waiting).resolves.toBe(false)
+    expect(m.waiters.size).toBe(0)
+    await expect(m.waitFor(4, 60000, gone.signal)).resolves.toBe(false) // already aborted
+    expect(m.waiters.size).toBe(0)
+    // reached first: the signal's listener goes with it
+    const later = new AbortController()
+    let listeners = 0
+    const signal = later.signal
+    const add = signal.addEventListener.bind(signal)
+    const remove = signal.removeEventListener.bind(signal)
+    signal.addEventListener = (...a) => { listeners++; add(...a) }
+    signal.removeEventListener = (...a) => { listeners--; remove(...a) }
+    const five = m.waitFor(5, 60000, signal)
+    expect(listeners).toBe(1)
+    m.learn({ assignment: layout(5, { servers: ['A'] }) })
+    await expect(five).resolves.toBe(true)
+    expect(listeners).toBe(0)
+    later.abort() // too late to matter
+    expect(m.waiters.size).toBe(0)
+  })
+
   test('urlOf: the admitting map\'s servers first, then the newest map\'s', () => {
     const m = new NewestMap()
     expect(m.urlOf('A')).toBe(undefined)
