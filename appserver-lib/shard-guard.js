@@ -190,8 +190,7 @@ class ShardGuard {
   #notifyAssignment (ctx) {
     const failed = (err) => this.logger.error({ err, hook: 'onAssignment' }, 'assignment hook failed')
     try {
-      const r = this.onAssignment(ctx)
-      if (r !== null && typeof r === 'object' && typeof r.then === 'function') r.then(undefined, failed)
+      Promise.resolve(this.onAssignment(ctx)).catch(failed)
     } catch (err) {
       failed(err)
     }

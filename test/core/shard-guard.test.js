@@ -2,6 +2,7 @@
 
 const { ShardGuard } = require('../../appserver-lib/index.js')
 const { sliceKey, KEYSPACE_SIZE } = require('../../core/keyspace')
+const { pollUntil } = require('../../core/poll')
 
 const servers = { me: { url: 'http://127.0.0.1:1' }, other: { url: 'http://127.0.0.1:2' } }
 const H = KEYSPACE_SIZE / 2
@@ -96,8 +97,7 @@ describe('ShardGuard', () => {
       const g = new ShardGuard({ serverId: 'me', logger, onAssignment: async () => { throw new Error('async boom') } })
       expect(() => g.setAssignment(gen(1, 'me'))).not.toThrow()
       // either outcome shows within a few turns of the event loop
-      const deadline = Date.now() + 2000
-      while (errors.length === 0 && unhandled.length === 0 && Date.now() < deadline) await new Promise((resolve) => setImmediate(resolve))
+      await pollUntil(() => errors.length > 0 || unhandled.length > 0, { timeoutMs: 2000, intervalMs: 1, what: 'the hook\'s rejection to surface' })
       await new Promise((resolve) => setImmediate(resolve))
       expect(errors).toEqual([['onAssignment', 'async boom', 'assignment hook failed']])
       expect(unhandled).toEqual([])

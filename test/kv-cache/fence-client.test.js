@@ -1,8 +1,9 @@
 'use strict'
 
 const http = require('node:http')
-const { once } = require('node:events')
 const { FenceClient } = require('../../apps/kv-cache/fence-client')
+const { listen, close } = require('../../core/http')
+const { pollUntil } = require('../../core/poll')
 
 /**
  * FenceClient's outcomes per replica, against plain HTTP servers on port 0
@@ -22,10 +23,9 @@ describe('FenceClient outcomes', () => {
       req.resume()
       answer(req, res)
     })
-    server.listen(0, '127.0.0.1')
-    await once(server, 'listening')
+    const port = await listen(server, 0, '127.0.0.1')
     servers.push(server)
-    return { url: `http://127.0.0.1:${server.address().port}`, seen }
+    return { url: `http://127.0.0.1:${port}`, seen }
   }
 
   function client (timeoutMs = 3000) {
@@ -40,8 +40,8 @@ describe('FenceClient outcomes', () => {
   afterEach(async () => {
     for (const c of clients.splice(0)) await c.close()
     for (const s of servers.splice(0)) {
-      s.closeAllConnections()
-      await new Promise((resolve) => s.close(resolve))
+      s.closeAllConnections() // the hung stand-ins' requests too
+      await close(s)
     }
   })
 
@@ -69,8 +69,7 @@ describe('FenceClient outcomes', () => {
     let droppedNow = false
     const started = Date.now()
     const sending = client(10000).send('release', [{ id: 'B', url: hung.url }], what(() => droppedNow))
-    const deadline = Date.now() + 5000
-    while (hung.seen.length === 0 && Date.now() < deadline) await new Promise((resolve) => setImmediate(resolve))
+    await pollUntil(() => hung.seen.length > 0, { timeoutMs: 5000, intervalMs: 5, what: 'the release to reach the replica' })
     expect(hung.seen).toEqual(['release'])
     droppedNow = true
     const out = await sending
