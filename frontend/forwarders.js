@@ -263,7 +263,16 @@ class AxiosForwarder {
     res.writeHead(upstream.status, appendResponseHeaders(raw, []).concat(extra))
     stream.once('error', (err) => res.destroy(err))
     handle.abort = () => stream.destroy()
-    stream.pipe(res)
+    // By hand, not pipe(): `res` may be the data server's own response
+    // (frontend/fast-http.js), which has write/end/'drain' and no more.
+    const resume = () => stream.resume()
+    stream.on('data', (chunk) => {
+      if (!res.write(chunk)) {
+        stream.pause()
+        res.once('drain', resume)
+      }
+    })
+    stream.once('end', () => res.end())
     return null
   }
 

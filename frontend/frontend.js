@@ -5,6 +5,7 @@ const express = require('express')
 const { RoutingTable } = require('./routing-table')
 const { createForwarder } = require('./forwarders')
 const { createProxyHandler } = require('./proxy')
+const { createFastServer } = require('./fast-http')
 const { createFrontendMetrics } = require('./metrics')
 const { ReplicaRouter, sizeFromQuery } = require('./replica-router')
 const { ControllerClient, parseControllerUrls } = require('../core/controller-client')
@@ -23,6 +24,7 @@ const defaults = Object.freeze({
   advertiseHost: '127.0.0.1',
   controllerUrl: undefined, // without it the front end only takes pushes
   forwarder: 'undici', // 'undici' | 'axios' (bench/forwarding.js compares them)
+  dataServer: 'fast', // 'fast': frontend/fast-http.js takes bodiless requests itself, the rest go to Node's http server; 'node': Node's http server takes all
   connections: 64, // keep-alive connections per app server
   upstreamTimeoutMs: 30000,
   bufferLimit: 1024 * 1024, // bodies up to this size are buffered so a 421 can be retried
@@ -57,6 +59,7 @@ function createFrontend (options = {}) {
   const opts = { ...defaults, ...options }
   const id = opts.id || `fe-${process.pid}-${++seq}`
   if (!['undici', 'axios'].includes(opts.forwarder)) throw new InvalidArgumentError('invalid forwarder: expected "undici" or "axios"')
+  if (!['fast', 'node'].includes(opts.dataServer)) throw new InvalidArgumentError('invalid dataServer: expected "fast" or "node"')
   for (const k of ['connections', 'upstreamTimeoutMs', 'bufferLimit', 'holdMs']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
@@ -101,7 +104,10 @@ function createFrontend (options = {}) {
     proxy(req, res)
   }
 
-  const dataServer = http.createServer(onData)
+  const nodeServer = http.createServer(onData)
+  const dataServer = opts.dataServer === 'fast'
+    ? createFastServer({ onRequest: proxy, fallback: nodeServer, fallbackFor: (req) => (req.method === 'GET' || req.method === 'HEAD') && isReserved(req.url) })
+    : nodeServer
   // A node:cluster worker has no control plane of its own: the primary takes
   // pushes and relays them (frontend/cluster.js).
   const controlPlane = opts.controlPlane

@@ -9,8 +9,8 @@ const FRONTEND_CHILD = path.join(__dirname, 'frontend-child.js')
 const BACKEND = path.join(__dirname, '..', 'noop-backend.js')
 const BACKEND_CLUSTER = path.join(__dirname, 'noop-backend-cluster.js')
 
-function startFrontend ({ backendUrl, forwarder, workers }) {
-  const args = ['--port', '0', '--backend', backendUrl, '--forwarder', forwarder]
+function startFrontend ({ backendUrl, forwarder, workers, dataServer = 'fast' }) {
+  const args = ['--port', '0', '--backend', backendUrl, '--forwarder', forwarder, '--data-server', dataServer]
   if (workers !== undefined) args.push('--workers', String(workers))
   return startNodeChild(FRONTEND_CHILD, args)
 }
@@ -36,6 +36,11 @@ const CONTENDERS = Object.freeze({
     needs: null,
     start: ({ backendUrl, procs, cfg }) => startFrontend({ backendUrl, forwarder: 'undici', workers: cfg === 'single' ? undefined : procs })
   },
+  'chopper-node': {
+    label: () => "Chopper front end on Node's http server (--data-server node), 1 process",
+    needs: null,
+    start: ({ backendUrl }) => startFrontend({ backendUrl, forwarder: 'undici', dataServer: 'node' })
+  },
   'chopper-axios': {
     label: () => 'Chopper front end (axios forwarder), 1 process',
     needs: null,
@@ -50,7 +55,7 @@ const CONTENDERS = Object.freeze({
 
 /** The two configurations of issue 12, item 3: the contenders each runs and their process count. */
 const CONFIGURATIONS = Object.freeze({
-  single: { title: 'Single process', procs: () => 1, contenders: ['haproxy', 'nginx', 'chopper', 'chopper-axios', 'direct'] },
+  single: { title: 'Single process', procs: () => 1, contenders: ['haproxy', 'nginx', 'chopper', 'chopper-node', 'chopper-axios', 'direct'] },
   all: { title: 'All cores', procs: (cores) => cores, contenders: ['haproxy', 'nginx', 'chopper', 'direct'] }
 })
 

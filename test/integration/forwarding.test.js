@@ -36,9 +36,9 @@ describe('front-end forwarding', () => {
     return { fe, server }
   }
 
-  for (const forwarder of ['undici', 'axios']) {
-    test(`${forwarder}: forwards method, path, query, headers and a body, small (buffered) and large (streamed)`, async () => {
-      const { fe } = await setup({ forwarder })
+  for (const [forwarder, dataServer] of [['undici', 'fast'], ['axios', 'fast'], ['undici', 'node']]) {
+    test(`${forwarder}, ${dataServer} data server: forwards method, path, query, headers and a body, small (buffered) and large (streamed)`, async () => {
+      const { fe } = await setup({ forwarder, dataServer })
       for (const size of [10, 300000]) {
         const body = Buffer.alloc(size, 7)
         const r = await call(`${fe.urls.url}/some/path?key=k1&x=y%20z`, { method: 'POST', headers: { 'x-custom': 'hello', 'content-type': 'application/octet-stream' }, body })
@@ -50,6 +50,40 @@ describe('front-end forwarding', () => {
       }
       const h = await call(`${fe.urls.url}/p`, { headers: { 'x-chopper-key': 'k2' } })
       expect(h.status).toBe(201)
+    })
+  }
+
+  for (const dataServer of ['fast', 'node']) {
+    test(`${dataServer} data server: a large answer without Content-Length streams through byte for byte, and HEAD gets only its head`, async () => {
+      const body = Buffer.alloc(3 * 1024 * 1024)
+      for (let i = 0; i < body.length; i++) body[i] = (i * 31) % 251
+      const app = express.Router()
+      app.get('/big', (req, res) => {
+        res.setHeader('content-type', 'application/octet-stream')
+        // Several writes and no length: chunked from the app server.
+        for (let at = 0; at < body.length; at += 256 * 1024) res.write(body.subarray(at, at + 256 * 1024))
+        res.end()
+      })
+      const server = createAppServer({ id: 'big', app })
+      await server.start()
+      closers.push(() => server.close())
+      const fe = createFrontend({ dataServer })
+      await fe.start()
+      closers.push(() => fe.close())
+      const assignment = { generation: 2, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['big'] }], servers: { big: { url: server.urls.url } } }
+      for (const url of [fe.urls.controlUrl, server.urls.controlUrl]) expect((await putJson(`${url}/v1/assignment`, assignment)).status).toBe(200)
+      const { request } = require('undici')
+      for (let i = 0; i < 2; i++) { // twice: the connection is reused after a chunked answer
+        const res = await request(`${fe.urls.url}/big?key=k${i}`)
+        const got = Buffer.from(await res.body.arrayBuffer())
+        expect(res.statusCode).toBe(200)
+        expect(res.headers['transfer-encoding']).toBe('chunked')
+        expect(res.headers['x-served-by']).toBe('big')
+        expect(got.equals(body)).toBe(true)
+      }
+      const head = await request(`${fe.urls.url}/big?key=k`, { method: 'HEAD' })
+      expect(head.statusCode).toBe(200)
+      expect((await head.body.arrayBuffer()).byteLength).toBe(0)
     })
   }
 

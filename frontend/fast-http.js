@@ -1,0 +1,407 @@
+'use strict'
+
+const net = require('node:net')
+const { STATUS_CODES } = require('node:http')
+
+/**
+ * The data port's HTTP/1.1 server for the common case, on plain `net`
+ * sockets (docs/frontend-performance.md, "A server of our own").
+ *
+ * A proxy reads a request head, forwards it and writes the answer back;
+ * Node's `http` server builds two streams, a header object and a parser
+ * binding per request for that, and profiles put most of the front end's
+ * remaining CPU there. This server parses only what it can parse exactly:
+ * HTTP/1.1 requests without a body (no Content-Length other than 0, no
+ * Transfer-Encoding), without Expect or Upgrade, with a Host, whose request
+ * line and header lines are well formed. It hands each one to `onRequest`
+ * with a small request and response object that have the subset of
+ * IncomingMessage and ServerResponse the proxy uses.
+ *
+ * Everything else (a body, an upgrade, HTTP/1.0, anything malformed, a head
+ * over `maxHeaderSize`, or a path `fallbackFor` claims) hands the whole
+ * connection, with the bytes read so far, to `fallback`, an ordinary
+ * `http.Server` that is not listening: it answers every such request as it
+ * would on its own port, 400s included. The connection stays with it.
+ *
+ * Responses: the head is written as given (names and values are trusted:
+ * they come from undici's parser or from the front end itself), with a Date
+ * when the list has none, and with chunked framing when it has no
+ * Content-Length and the answer may have a body. Pipelined requests are
+ * answered in order, one at a time. An idle connection closes after
+ * `keepAliveTimeout`; a head that has not completed within `headersTimeout`
+ * of its first byte closes the connection, as in Node's server.
+ */
+
+const HEAD_END = Buffer.from('\r\n\r\n')
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
+// A request target in origin form, visible ASCII only (llhttp's strict mode agrees).
+const ORIGIN_FORM = /^\/[\x21-\x7e]*$/
+// A field value: visible characters, obs-text, spaces and tabs. No CR, LF, NUL or other controls.
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
+// Methods this server takes; others (CONNECT, PRI, anything unknown) go to the fallback.
+const METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'POST', 'PUT', 'PATCH'])
+// Node keeps the first of these when repeated (IncomingMessage's matchKnownFields); others are joined.
+const FIRST_WINS = new Set(['content-type', 'content-length', 'user-agent', 'referer', 'host', 'authorization', 'proxy-authorization', 'if-modified-since', 'if-unmodified-since', 'from', 'location', 'max-forwards', 'retry-after', 'etag', 'last-modified', 'server', 'age', 'expires'])
+
+const noop = () => {}
+
+let dateString = ''
+let dateSecond = 0
+/** The Date header value, recomputed at most once a second. */
+function utcDate () {
+  const now = Date.now()
+  const second = Math.floor(now / 1000)
+  if (second !== dateSecond) {
+    dateSecond = second
+    dateString = new Date(now).toUTCString()
+  }
+  return dateString
+}
+
+/**
+ * Parse a request head (without its final CRLF CRLF) into a FastRequest, or
+ * null when this server does not take it. `head` is a latin1 string.
+ */
+function parseHead (head, socket) {
+  let eol = head.indexOf('\r\n')
+  if (eol === -1) eol = head.length
+  const sp1 = head.indexOf(' ')
+  if (sp1 <= 0 || sp1 >= eol) return null
+  const sp2 = head.indexOf(' ', sp1 + 1)
+  if (sp2 === -1 || sp2 >= eol || eol - sp2 !== 9 || !head.startsWith('HTTP/1.1', sp2 + 1)) return null
+  const method = head.slice(0, sp1)
+  if (!METHODS.has(method)) return null
+  const url = head.slice(sp1 + 1, sp2)
+  if (!ORIGIN_FORM.test(url)) return null
+  const rawHeaders = []
+  let host = false
+  let close = false
+  let at = eol + 2
+  while (at < head.length) {
+    let end = head.indexOf('\r\n', at)
+    if (end === -1) end = head.length
+    const colon = head.indexOf(':', at)
+    if (colon <= at || colon >= end) return null // no name, or no colon on this line (an obs-fold starts with a space: no token)
+    const name = head.slice(at, colon)
+    if (!TOKEN.test(name)) return null
+    let vs = colon + 1
+    let ve = end
+    while (vs < ve && (head.charCodeAt(vs) === 32 || head.charCodeAt(vs) === 9)) vs++
+    while (ve > vs && (head.charCodeAt(ve - 1) === 32 || head.charCodeAt(ve - 1) === 9)) ve--
+    const value = head.slice(vs, ve)
+    if (!FIELD_VALUE.test(value)) return null // a stray CR or LF, or a control character
+    switch (name.length) {
+      case 4:
+        if (name.toLowerCase() === 'host') {
+          if (host) return null // two Hosts: Node answers 400
+          host = true
+        }
+        break
+      case 6:
+        if (name.toLowerCase() === 'expect') return null
+        break
+      case 7:
+        if (name.toLowerCase() === 'upgrade') return null
+        break
+      case 10:
+        if (name.toLowerCase() === 'connection') {
+          const v = value.toLowerCase()
+          if (v.includes('upgrade')) return null
+          if (/(?:^|[\s,])close(?:$|[\s,])/.test(v)) close = true
+        }
+        break
+      case 14:
+        if (name.toLowerCase() === 'content-length' && value !== '0') return null
+        break
+      case 17:
+        if (name.toLowerCase() === 'transfer-encoding') return null
+        break
+    }
+    rawHeaders.push(name, value)
+    at = end + 2
+  }
+  if (!host) return null
+  return new FastRequest(method, url, rawHeaders, socket, close)
+}
+
+/** The part of `http.IncomingMessage` the proxy reads, for a request without a body. */
+class FastRequest {
+  constructor (method, url, rawHeaders, socket, close) {
+    this.method = method
+    this.url = url
+    this.rawHeaders = rawHeaders
+    this.socket = socket
+    this.httpVersion = '1.1'
+    this.complete = true // no body
+    this.shouldClose = close
+    this._headers = null
+  }
+
+  /** Lower-case names to values, joined as Node joins repeated fields; built on first use. */
+  get headers () {
+    if (this._headers !== null) return this._headers
+    const out = Object.create(null)
+    const raw = this.rawHeaders
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i].toLowerCase()
+      const value = raw[i + 1]
+      const prev = out[name]
+      if (prev === undefined) out[name] = name === 'set-cookie' ? [value] : value
+      else if (name === 'set-cookie') prev.push(value)
+      else if (FIRST_WINS.has(name)) continue
+      else out[name] = prev + (name === 'cookie' ? '; ' : ', ') + value
+    }
+    this._headers = out
+    return out
+  }
+
+  // A request without a body: nothing to drain or unpipe.
+  resume () { return this }
+  unpipe () { return this }
+}
+
+/** The part of `http.ServerResponse` the proxy writes through. */
+class FastResponse {
+  constructor (conn, bodyless) {
+    this.conn = conn
+    this.socket = conn.socket
+    this.bodyless = bodyless // HEAD
+    this.statusCode = 200
+    this.headersSent = false
+    this.chunked = false
+    this.hasBody = true
+    this.writableFinished = false
+    this.destroyed = false
+    this.onClose = null
+    this.onDrain = null
+  }
+
+  once (event, fn) {
+    if (event === 'close') {
+      this.onClose = this.onClose === null ? fn : chain(this.onClose, fn)
+    } else if (event === 'drain') {
+      this.onDrain = this.onDrain === null ? fn : chain(this.onDrain, fn)
+    } else {
+      throw new TypeError(`fast-http response has no ${event} event`)
+    }
+    return this
+  }
+
+  cork () { this.socket.cork() }
+  uncork () { this.socket.uncork() }
+
+  /** `headers`: a flat [name, value, ...] list. */
+  writeHead (status, headers) {
+    if (this.headersSent) throw new Error('headers already sent')
+    this.headersSent = true
+    this.statusCode = status
+    this.hasBody = !this.bodyless && status !== 204 && status !== 304 && !(status >= 100 && status < 200)
+    let head = 'HTTP/1.1 ' + status + ' ' + (STATUS_CODES[status] || 'Unknown') + '\r\n'
+    let length = false
+    let date = false
+    for (let i = 0; i < headers.length; i += 2) {
+      const name = headers[i]
+      if (name.length === 14 && name.toLowerCase() === 'content-length') length = true
+      else if (name.length === 4 && name.toLowerCase() === 'date') date = true
+      head += name + ': ' + headers[i + 1] + '\r\n'
+    }
+    if (!date) head += 'Date: ' + utcDate() + '\r\n'
+    if (!length && this.hasBody) {
+      this.chunked = true
+      head += 'Transfer-Encoding: chunked\r\n'
+    }
+    if (this.conn.closing) head += 'Connection: close\r\n'
+    this.socket.write(head + '\r\n', 'latin1')
+    return this
+  }
+
+  write (chunk) {
+    if (this.destroyed || !this.hasBody || chunk.length === 0) return true
+    if (!this.chunked) return this.socket.write(chunk)
+    this.socket.write(chunk.length.toString(16) + '\r\n', 'latin1')
+    this.socket.write(chunk)
+    return this.socket.write('\r\n', 'latin1')
+  }
+
+  end (text) {
+    if (this.destroyed || this.writableFinished) return this
+    if (!this.headersSent) this.writeHead(this.statusCode, [])
+    if (text !== undefined) this.write(typeof text === 'string' ? Buffer.from(text) : text)
+    if (this.chunked) this.socket.write('0\r\n\r\n', 'latin1')
+    this.writableFinished = true
+    this.closed()
+    this.conn.finished(this)
+    return this
+  }
+
+  destroy () {
+    if (this.destroyed) return this
+    this.destroyed = true
+    this.socket.destroy()
+    this.closed()
+    return this
+  }
+
+  /** The socket can take more. */
+  drained () {
+    const fn = this.onDrain
+    this.onDrain = null
+    if (fn !== null) fn()
+  }
+
+  closed () {
+    const fn = this.onClose
+    this.onClose = null
+    if (fn !== null) fn()
+  }
+
+  /** The connection went away under this response. */
+  lost () {
+    if (this.writableFinished) return
+    this.destroyed = true
+    this.closed()
+  }
+}
+
+function chain (a, b) {
+  return () => { a(); b() }
+}
+
+class Connection {
+  constructor (socket, server) {
+    this.socket = socket
+    this.server = server
+    this.buffered = null // bytes read and not yet parsed
+    this.res = null // the response in flight
+    this.closing = false // the request in flight asked for Connection: close
+    // Deadlines, checked by the server's sweep (no timer per request): an
+    // idle connection has keepAliveTimeout from its last answer; a head being
+    // read, or a new connection's first, has headersTimeout from its start.
+    this.idle = false
+    this.since = Date.now()
+    this.onData = (chunk) => this.data(chunk)
+    this.onClose = () => this.lost()
+    this.onDrain = () => { if (this.res !== null) this.res.drained() }
+    socket.setNoDelay(true)
+    socket.on('data', this.onData)
+    socket.on('close', this.onClose)
+    socket.on('drain', this.onDrain)
+    socket.on('error', noop) // a reset by the client: 'close' follows
+  }
+
+  data (chunk) {
+    this.buffered = this.buffered === null ? chunk : Buffer.concat([this.buffered, chunk])
+    if (this.res === null) this.next()
+    else if (this.buffered.length > this.server.maxHeaderSize) this.socket.pause() // pipelined ahead of us: wait for the answer
+  }
+
+  /** Parse and start the next request in the buffer, if it is complete. */
+  next () {
+    const buf = this.buffered
+    if (buf === null) return
+    const end = buf.indexOf(HEAD_END)
+    if (end === -1) {
+      if (buf.length > this.server.maxHeaderSize) return this.handOff() // Node answers 431
+      if (this.idle) { // the first bytes of a new head
+        this.idle = false
+        this.since = Date.now()
+      }
+      return
+    }
+    if (end > this.server.maxHeaderSize) return this.handOff()
+    const req = parseHead(buf.toString('latin1', 0, end), this.socket)
+    if (req === null || this.server.fallbackFor(req)) return this.handOff()
+    this.buffered = end + 4 === buf.length ? null : buf.subarray(end + 4)
+    this.closing = req.shouldClose
+    const res = new FastResponse(this, req.method === 'HEAD')
+    this.res = res // busy: the request's deadline is the proxy's upstream timeout
+    this.server.onRequest(req, res)
+  }
+
+  /** A response ended: close if asked, else take the next request. */
+  finished (res) {
+    if (this.res !== res) return
+    this.res = null
+    if (this.closing) {
+      this.socket.end()
+      return
+    }
+    this.since = Date.now()
+    this.idle = this.buffered === null
+    if (this.socket.isPaused()) this.socket.resume()
+    if (this.buffered !== null) this.next()
+  }
+
+  /** Close when a deadline passed (the server's sweep calls this). */
+  expire (now) {
+    if (this.res !== null) return
+    if (now - this.since > (this.idle ? this.server.keepAliveTimeout : this.server.headersTimeout)) this.socket.destroy()
+  }
+
+  lost () {
+    this.server.connections.delete(this)
+    const res = this.res
+    this.res = null
+    if (res !== null) res.lost()
+  }
+
+  /** Give the connection, and every byte read so far, to the fallback server. */
+  handOff () {
+    const socket = this.socket
+    this.server.connections.delete(this)
+    socket.removeListener('data', this.onData)
+    socket.removeListener('close', this.onClose)
+    socket.removeListener('drain', this.onDrain)
+    socket.removeListener('error', noop)
+    socket.pause()
+    if (this.buffered !== null) socket.unshift(this.buffered)
+    this.buffered = null
+    this.server.fallback.emit('connection', socket)
+    socket.resume()
+  }
+
+  /** Close when idle (server shutdown); a response in flight closes the connection when it ends. */
+  closeIdle () {
+    if (this.res === null) this.socket.destroy()
+    else this.closing = true
+  }
+}
+
+/**
+ * A `net.Server` speaking the common case of HTTP/1.1 itself and handing
+ * the rest to `fallback`. `fallbackFor(req)`: true to hand a well-formed
+ * request to the fallback too (the front end's reserved routes).
+ */
+function createFastServer ({ onRequest, fallback, fallbackFor = () => false, keepAliveTimeout = 5000, headersTimeout = 60000, maxHeaderSize = 16 * 1024 }) {
+  const server = net.createServer()
+  const state = { onRequest, fallback, fallbackFor, keepAliveTimeout, headersTimeout, maxHeaderSize, connections: new Set() }
+  server.on('connection', (socket) => state.connections.add(new Connection(socket, state)))
+  // One sweep over every connection's deadlines, as Node's own server checks
+  // its headersTimeout: cheaper than re-arming a socket timer per request.
+  const sweepMs = Math.max(10, Math.min(1000, Math.floor(Math.min(keepAliveTimeout, headersTimeout) / 4)))
+  let sweep = null
+  server.on('listening', () => {
+    sweep = setInterval(() => {
+      const now = Date.now()
+      for (const conn of state.connections) conn.expire(now)
+    }, sweepMs).unref()
+    // The fallback never listens itself: it starts its own header and
+    // request timeout checks when it hears 'listening', and stops them on close.
+    fallback.emit('listening')
+  })
+  server.on('close', () => {
+    clearInterval(sweep)
+    fallback.close(noop)
+  })
+  server.closeIdleConnections = () => {
+    for (const conn of state.connections) conn.closeIdle()
+    if (fallback.closeIdleConnections) fallback.closeIdleConnections()
+  }
+  server.closeAllConnections = () => {
+    for (const conn of state.connections) conn.socket.destroy()
+    if (fallback.closeAllConnections) fallback.closeAllConnections()
+  }
+  return server
+}
+
+module.exports = { createFastServer, parseHead, FastRequest, FastResponse }
