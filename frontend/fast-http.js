@@ -132,7 +132,8 @@ class FastRequest {
     this.rawHeaders = rawHeaders
     this.socket = socket
     this.httpVersion = '1.1'
-    this.complete = true // no body
+    this.complete = true
+    this.bodyless = true // no body: the proxy need not look at the headers for one
     this.shouldClose = close
     this._headers = null
   }

@@ -2,6 +2,7 @@
 
 const http = require('node:http')
 const { Pool } = require('undici')
+const { UpstreamPool } = require('./upstream-h1')
 const axios = require('axios')
 const { RETRY_NEWER_MAP } = require('../core/http')
 
@@ -157,10 +158,21 @@ function abortUpstream (res, handle) {
 }
 
 class UndiciForwarder {
-  constructor ({ connections, timeoutMs }) {
+  constructor ({ connections, timeoutMs, client = 'chopper' }) {
     this.connections = connections
     this.timeoutMs = timeoutMs
     this.pools = new Map()
+    // Requests without a body: frontend/upstream-h1.js ('chopper'), or undici too ('undici').
+    this.own = client === 'chopper' ? new Map() : null
+  }
+
+  #ownPool (origin) {
+    let pool = this.own.get(origin)
+    if (!pool) {
+      pool = new UpstreamPool(origin, { connections: this.connections, timeoutMs: this.timeoutMs })
+      this.own.set(origin, pool)
+    }
+    return pool
   }
 
   #pool (origin) {
@@ -180,12 +192,18 @@ class UndiciForwarder {
   attempt (origin, request, res, extra, done, tracker = null, slot = 0, size = 1) {
     const handler = new ForwardHandler(res, extra, done, tracker, slot, size)
     if (tracker !== null) tracker.begin(slot, size)
-    this.#pool(origin).dispatch(request, handler)
+    if (this.own !== null && request.body === null) this.#ownPool(origin).dispatch(request, handler)
+    else this.#pool(origin).dispatch(request, handler)
     return handler // its abort() stops the upstream request when the client leaves
   }
 
   /** Drop the pool of a server that left the assignment. */
   forget (origin) {
+    const own = this.own && this.own.get(origin)
+    if (own) {
+      this.own.delete(origin)
+      own.close()
+    }
     const pool = this.pools.get(origin)
     if (pool) {
       this.pools.delete(origin)
@@ -194,6 +212,10 @@ class UndiciForwarder {
   }
 
   async close () {
+    if (this.own !== null) {
+      for (const pool of this.own.values()) pool.destroy()
+      this.own.clear()
+    }
     const pools = [...this.pools.values()]
     this.pools.clear()
     await Promise.all(pools.map((p) => p.destroy()))

@@ -62,6 +62,7 @@ function forwardHeaders (req, generation) {
 }
 
 function hasBody (req) {
+  if (req.bodyless === true) return false // frontend/fast-http.js takes only requests without one
   return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] || 0) > 0
 }
 
