@@ -25,6 +25,7 @@ const defaults = Object.freeze({
   controllerUrl: undefined, // without it the front end only takes pushes
   forwarder: 'undici', // 'undici' | 'axios' (bench/forwarding.js compares them)
   dataServer: 'fast', // 'fast': frontend/fast-http.js takes bodiless requests itself, the rest go to Node's http server; 'node': Node's http server takes all
+  upstreamClient: 'chopper', // with the undici forwarder, bodiless requests go upstream through 'chopper' (frontend/upstream-h1.js) or 'undici' too
   connections: 64, // keep-alive connections per app server
   upstreamTimeoutMs: 30000,
   bufferLimit: 1024 * 1024, // bodies up to this size are buffered so a 421 can be retried
@@ -60,6 +61,7 @@ function createFrontend (options = {}) {
   const id = opts.id || `fe-${process.pid}-${++seq}`
   if (!['undici', 'axios'].includes(opts.forwarder)) throw new InvalidArgumentError('invalid forwarder: expected "undici" or "axios"')
   if (!['fast', 'node'].includes(opts.dataServer)) throw new InvalidArgumentError('invalid dataServer: expected "fast" or "node"')
+  if (!['chopper', 'undici'].includes(opts.upstreamClient)) throw new InvalidArgumentError('invalid upstreamClient: expected "chopper" or "undici"')
   for (const k of ['connections', 'upstreamTimeoutMs', 'bufferLimit', 'holdMs']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
@@ -68,7 +70,7 @@ function createFrontend (options = {}) {
   const router = createReplicaRouter(opts)
   const log = opts.logger.child({ component: 'frontend', frontendId: id })
   const client = opts.controllerUrl ? new ControllerClient({ controllerUrl: opts.controllerUrl, clusterToken: opts.clusterToken }) : null // pulls on 421
-  const forwarder = createForwarder(opts.forwarder, { connections: opts.connections, timeoutMs: opts.upstreamTimeoutMs })
+  const forwarder = createForwarder(opts.forwarder, { connections: opts.connections, timeoutMs: opts.upstreamTimeoutMs, client: opts.upstreamClient })
 
   let known = new Set()
   const table = new RoutingTable({

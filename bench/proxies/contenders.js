@@ -9,8 +9,8 @@ const FRONTEND_CHILD = path.join(__dirname, 'frontend-child.js')
 const BACKEND = path.join(__dirname, '..', 'noop-backend.js')
 const BACKEND_CLUSTER = path.join(__dirname, 'noop-backend-cluster.js')
 
-function startFrontend ({ backendUrl, forwarder, workers, dataServer = 'fast' }) {
-  const args = ['--port', '0', '--backend', backendUrl, '--forwarder', forwarder, '--data-server', dataServer]
+function startFrontend ({ backendUrl, forwarder, workers, dataServer = 'fast', client = 'chopper' }) {
+  const args = ['--port', '0', '--backend', backendUrl, '--forwarder', forwarder, '--data-server', dataServer, '--client', client]
   if (workers !== undefined) args.push('--workers', String(workers))
   return startNodeChild(FRONTEND_CHILD, args)
 }
@@ -32,14 +32,21 @@ const CONTENDERS = Object.freeze({
     start: ({ backendUrl, procs }) => startProxy({ kind: 'nginx', backend: backendUrl, procs })
   },
   chopper: {
-    label: (procs, cfg) => cfg === 'single' ? 'Chopper front end (undici), 1 process' : `Chopper front end, --workers ${procs}`,
+    label: (procs, cfg) => cfg === 'single' ? 'Chopper front end, 1 process' : `Chopper front end, --workers ${procs}`,
     needs: null,
     start: ({ backendUrl, procs, cfg }) => startFrontend({ backendUrl, forwarder: 'undici', workers: cfg === 'single' ? undefined : procs })
   },
-  'chopper-node': {
-    label: () => "Chopper front end on Node's http server (--data-server node), 1 process",
+  // The steps of docs/frontend-performance.md, in the same run: undici as the
+  // only upstream client, then Node's http server on the data port as well.
+  'chopper-undici': {
+    label: () => 'Chopper front end, undici upstream (upstreamClient undici), 1 process',
     needs: null,
-    start: ({ backendUrl }) => startFrontend({ backendUrl, forwarder: 'undici', dataServer: 'node' })
+    start: ({ backendUrl }) => startFrontend({ backendUrl, forwarder: 'undici', client: 'undici' })
+  },
+  'chopper-node': {
+    label: () => "Chopper front end, Node's http server and undici (dataServer node, upstreamClient undici), 1 process",
+    needs: null,
+    start: ({ backendUrl }) => startFrontend({ backendUrl, forwarder: 'undici', dataServer: 'node', client: 'undici' })
   },
   'chopper-axios': {
     label: () => 'Chopper front end (axios forwarder), 1 process',
@@ -55,7 +62,7 @@ const CONTENDERS = Object.freeze({
 
 /** The two configurations of issue 12, item 3: the contenders each runs and their process count. */
 const CONFIGURATIONS = Object.freeze({
-  single: { title: 'Single process', procs: () => 1, contenders: ['haproxy', 'nginx', 'chopper', 'chopper-node', 'chopper-axios', 'direct'] },
+  single: { title: 'Single process', procs: () => 1, contenders: ['haproxy', 'nginx', 'chopper', 'chopper-undici', 'chopper-node', 'chopper-axios', 'direct'] },
   all: { title: 'All cores', procs: (cores) => cores, contenders: ['haproxy', 'nginx', 'chopper', 'direct'] }
 })
 

@@ -7,7 +7,7 @@
 // routes. Stops on SIGTERM/SIGINT, or when the bench closes our stdin.
 //
 // Usage: node bench/proxies/frontend-child.js --backend http://127.0.0.1:PORT
-//          [--port 0] [--host 127.0.0.1] [--forwarder undici|axios] [--data-server fast|node] [--workers N]
+//          [--port 0] [--host 127.0.0.1] [--forwarder undici|axios] [--data-server fast|node] [--client chopper|undici] [--workers N]
 //
 // --workers N runs the front end's cluster mode (startFrontendCluster from
 // frontend/). On a checkout without it this exits 2, and the bench reports the
@@ -25,10 +25,11 @@ const parsed = parseFlags(process.argv.slice(2), {
     host: { type: 'string', default: '127.0.0.1' },
     forwarder: { type: 'string', default: 'undici' },
     'data-server': { type: 'string', default: 'fast' },
+    client: { type: 'string', default: 'chopper' },
     workers: { type: 'string' }
   },
   integers: ['port', 'workers'],
-  choices: { forwarder: ['undici', 'axios'], 'data-server': ['fast', 'node'] }
+  choices: { forwarder: ['undici', 'axios'], 'data-server': ['fast', 'node'], client: ['chopper', 'undici'] }
 })
 if (parsed.error || !/^http:\/\/[^/\s]+$/.test(parsed.values.backend || '')) {
   process.stderr.write(`error: ${parsed.error || '--backend must be http://host:port'}\n`)
@@ -47,7 +48,7 @@ const assignment = {
   slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['noop'] }],
   servers: { noop: { url: flags.backend } }
 }
-const options = { host: flags.host, port: flags.port, forwarder: flags.forwarder, dataServer: flags['data-server'] }
+const options = { host: flags.host, port: flags.port, forwarder: flags.forwarder, dataServer: flags['data-server'], upstreamClient: flags.client }
 
 async function startSingle () {
   const { createFrontend } = require('../../frontend')

@@ -36,7 +36,7 @@ describe('node bench/forwarding.js', () => {
     expect(result.machine).toMatchObject({ cores: expect.any(Number), loadavgStart: expect.any(Array), loadavgEnd: expect.any(Array) })
     expect(result.configurations.map((c) => c.id)).toEqual(['single'])
     const rows = result.configurations[0].rows
-    expect(rows.map((r) => r.id)).toEqual(['haproxy', 'nginx', 'chopper', 'chopper-node', 'chopper-axios', 'direct'])
+    expect(rows.map((r) => r.id)).toEqual(['haproxy', 'nginx', 'chopper', 'chopper-undici', 'chopper-node', 'chopper-axios', 'direct'])
     const haproxy = rows.find((r) => r.id === 'haproxy')
     for (const r of rows) {
       if (!r.available) {

@@ -1,0 +1,206 @@
+'use strict'
+
+const net = require('node:net')
+const http = require('node:http')
+const { UpstreamPool } = require('../../frontend/upstream-h1')
+const { listen, close } = require('../../core/http')
+const { pollUntil } = require('../../core/poll')
+
+/** One request through `pool`, collected: status, raw headers, body, or the error. */
+function fetchVia (pool, { method = 'GET', path = '/', headers = [], pauseFirst = false } = {}) {
+  return new Promise((resolve) => {
+    const out = { status: 0, headers: [], body: '', error: null, resumes: 0, paused: false, duringPause: 0 }
+    let resume = null
+    pool.dispatch({ method, path, headers, body: null }, {
+      onConnect (abort) { out.abort = abort },
+      onHeaders (status, raw, res) {
+        out.status = status
+        out.headers = raw
+        resume = res
+        return true
+      },
+      onData (chunk) {
+        if (out.paused) out.duringPause++
+        out.body += chunk.toString('latin1')
+        if (pauseFirst && out.resumes === 0) { // the client cannot take more: the pool must wait for resume()
+          out.resumes++
+          out.paused = true
+          setImmediate(() => { out.paused = false; resume() })
+          return false
+        }
+        return true
+      },
+      onComplete () { resolve(out) },
+      onError (err) { out.error = err; resolve(out) }
+    })
+  })
+}
+
+/** A raw TCP server that answers each request head with `answer(head, socket, n)` (n counts requests on the connection). */
+async function rawServer (answer) {
+  const stats = { connections: 0, requests: [] }
+  const server = net.createServer((socket) => {
+    stats.connections++
+    let buf = ''
+    let n = 0
+    socket.setEncoding('latin1')
+    socket.on('error', () => {})
+    socket.on('data', (d) => {
+      buf += d
+      let end
+      while ((end = buf.indexOf('\r\n\r\n')) !== -1) {
+        const head = buf.slice(0, end)
+        buf = buf.slice(end + 4)
+        stats.requests.push(head)
+        answer(head, socket, n++)
+      }
+    })
+  })
+  const port = await listen(server, 0, '127.0.0.1')
+  return { server, stats, origin: `http://127.0.0.1:${port}` }
+}
+
+describe('frontend/upstream-h1: the keep-alive client for bodiless requests', () => {
+  const closers = []
+  afterEach(async () => { for (const c of closers.splice(0).reverse()) await c() })
+
+  async function setup (answer, poolOptions = {}) {
+    const s = await rawServer(answer)
+    closers.push(() => { s.server.closeAllConnections?.(); return close(s.server) })
+    const pool = new UpstreamPool(s.origin, { connections: 4, timeoutMs: 30000, ...poolOptions })
+    closers.push(() => pool.destroy())
+    return { ...s, pool }
+  }
+
+  test('sends one head with Host and the given headers; reads Content-Length, chunked (extensions, trailers) and HEAD answers; reuses the connection', async () => {
+    const { pool, stats } = await setup((head, socket) => {
+      const path = head.split(' ')[1]
+      if (path === '/length') socket.write('HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\n\r\nhel')
+      if (path === '/length') socket.write('lo')
+      if (path === '/chunked') socket.write('HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n1')
+      if (path === '/chunked') socket.write('0\r\n0123456789abcdef\r\n0\r\nX-Trailer: t\r\n\r\n')
+      if (path === '/head') socket.write('HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n')
+      if (path === '/empty') socket.write('HTTP/1.1 204 No Content\r\n\r\n')
+      if (path === '/continue') socket.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok')
+    })
+    const a = await fetchVia(pool, { path: '/length', headers: ['x-chopper-generation', '7', 'x-forwarded-for', '1.2.3.4'] })
+    expect(a).toMatchObject({ status: 200, body: 'hello', error: null })
+    expect(a.headers).toEqual(['Content-Length', '5', 'X-A', '1'])
+    expect(stats.requests[0]).toBe(`GET /length HTTP/1.1\r\nhost: ${pool.host}\r\nx-chopper-generation: 7\r\nx-forwarded-for: 1.2.3.4`)
+    const b = await fetchVia(pool, { path: '/chunked' })
+    expect(b).toMatchObject({ status: 201, body: 'abc0123456789abcdef', error: null })
+    expect(await fetchVia(pool, { method: 'HEAD', path: '/head' })).toMatchObject({ status: 200, body: '', error: null })
+    expect(await fetchVia(pool, { path: '/empty' })).toMatchObject({ status: 204, body: '', error: null })
+    expect(await fetchVia(pool, { path: '/continue' })).toMatchObject({ status: 200, body: 'ok', error: null })
+    expect(stats.connections).toBe(1) // every answer ended cleanly: one connection throughout
+  })
+
+  test('a body to the end of the connection; Connection: close and HTTP/1.0 are not reused; the server\'s keep-alive timeout is respected', async () => {
+    const { pool, stats } = await setup((head, socket) => {
+      const path = head.split(' ')[1]
+      if (path === '/eof') socket.end('HTTP/1.1 200 OK\r\n\r\nuntil the end')
+      if (path === '/close') socket.write('HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\nc')
+      if (path === '/old') socket.write('HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\no')
+      if (path === '/ka') socket.write('HTTP/1.1 200 OK\r\nKeep-Alive: timeout=1\r\nContent-Length: 1\r\n\r\nk')
+    })
+    expect(await fetchVia(pool, { path: '/eof' })).toMatchObject({ status: 200, body: 'until the end', error: null })
+    expect(await fetchVia(pool, { path: '/close' })).toMatchObject({ status: 200, body: 'c' })
+    expect(await fetchVia(pool, { path: '/old' })).toMatchObject({ status: 200, body: 'o' })
+    expect(stats.connections).toBe(3)
+    // timeout=1: reusable for less than 0 s (the pool keeps a second's margin), so never reused.
+    await fetchVia(pool, { path: '/ka' })
+    await fetchVia(pool, { path: '/ka' })
+    expect(stats.connections).toBe(5)
+  })
+
+  test('a malformed answer fails the request with a protocol error and the connection is dropped', async () => {
+    const answers = {
+      '/garbage': 'SMTP ready\r\n\r\n',
+      '/both': 'HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n',
+      '/gzip': 'HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n',
+      '/size': 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
+      '/crlf': 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\naXX',
+      '/lengths': 'HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab'
+    }
+    const { pool, stats } = await setup((head, socket) => socket.write(answers[head.split(' ')[1]]))
+    for (const path of Object.keys(answers)) {
+      const r = await fetchVia(pool, { path })
+      expect([path, r.error && r.error.code]).toEqual([path, 'CHOPPER_ERR_UPSTREAM_PROTOCOL'])
+    }
+    expect(stats.connections).toBe(Object.keys(answers).length)
+    // Bytes after a complete answer: that answer stands, the connection (out of step) is not reused.
+    answers['/extra'] = 'HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab'
+    expect(await fetchVia(pool, { path: '/extra' })).toMatchObject({ status: 200, body: 'a', error: null })
+    await pollUntil(() => pool.all.size === 0, { what: 'the connection to be dropped' })
+  })
+
+  test('refused, closed before the answer, silent past the timeout, and aborted: errors with the codes the proxy acts on', async () => {
+    const refused = new UpstreamPool('http://127.0.0.1:1', { connections: 1, timeoutMs: 30000 })
+    closers.push(() => refused.destroy())
+    expect((await fetchVia(refused)).error.code).toBe('ECONNREFUSED')
+
+    const { pool } = await setup((head, socket) => {
+      const path = head.split(' ')[1]
+      if (path === '/drop') socket.destroy()
+      if (path === '/half') { socket.write('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc'); socket.destroy() }
+      // '/silent' gets no answer
+      if (path === '/slowbody') socket.write('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc')
+    }, { timeoutMs: 200 })
+    expect((await fetchVia(pool, { path: '/drop' })).error.code).toBe('UND_ERR_SOCKET')
+    const half = await fetchVia(pool, { path: '/half' })
+    expect([half.status, half.body, half.error.code]).toEqual([200, 'abc', 'UND_ERR_SOCKET'])
+    const t0 = Date.now()
+    expect((await fetchVia(pool, { path: '/silent' })).error.code).toBe('UND_ERR_HEADERS_TIMEOUT')
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(200)
+    expect((await fetchVia(pool, { path: '/slowbody' })).error.code).toBe('UND_ERR_BODY_TIMEOUT')
+  })
+
+  test('an abort ends only its own request; more requests than connections wait their turn; backpressure pauses the socket', async () => {
+    const big = 'x'.repeat(200000)
+    const { pool, stats } = await setup((head, socket) => {
+      const path = head.split(' ')[1]
+      if (path === '/hang') return
+      if (path === '/big') return socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${big.length}\r\n\r\n${big}`)
+      setImmediate(() => socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${path.length}\r\n\r\n${path}`))
+    }, { connections: 2 })
+    let abort = null
+    const hung = new Promise((resolve) => {
+      pool.dispatch({ method: 'GET', path: '/hang', headers: [], body: null }, {
+        onConnect (a) { abort = a },
+        onHeaders () { return true },
+        onData () { return true },
+        onComplete () { resolve('completed') },
+        onError (err) { resolve(err.code) }
+      })
+    })
+    const many = await Promise.all(Array.from({ length: 6 }, (_, i) => fetchVia(pool, { path: `/r${i}` })))
+    expect(many.map((r) => r.body)).toEqual(['/r0', '/r1', '/r2', '/r3', '/r4', '/r5'])
+    expect(stats.connections).toBe(2) // one hung, one served all six in turn
+    abort()
+    expect(await hung).toBe('UND_ERR_ABORTED')
+    abort() // late: nothing else is affected
+    expect((await fetchVia(pool, { path: '/after' })).body).toBe('/after')
+
+    const r = await fetchVia(pool, { path: '/big', pauseFirst: true })
+    expect(r.body.length).toBe(big.length)
+    expect(r.resumes).toBe(1)
+    expect(r.duringPause).toBe(0) // nothing was delivered between "cannot take more" and resume()
+  })
+
+  test('against Node\'s own http server: many keep-alive requests, answers byte for byte', async () => {
+    const server = http.createServer((req, res) => {
+      const n = Number(new URL(req.url, 'http://x').searchParams.get('n'))
+      if (n % 2) res.setHeader('content-length', String(n))
+      res.end('z'.repeat(n)) // odd: Content-Length; even: chunked
+    })
+    const port = await listen(server, 0, '127.0.0.1')
+    closers.push(() => close(server))
+    const pool = new UpstreamPool(`http://127.0.0.1:${port}`, { connections: 3, timeoutMs: 30000 })
+    closers.push(() => pool.destroy())
+    const sizes = Array.from({ length: 60 }, (_, i) => (i * 7919) % 70000)
+    const rs = await Promise.all(sizes.map((n) => fetchVia(pool, { path: `/?n=${n}` })))
+    expect(rs.map((r) => r.error)).toEqual(sizes.map(() => null))
+    expect(rs.map((r) => r.body.length)).toEqual(sizes)
+    expect(pool.all.size).toBeLessThanOrEqual(3)
+  })
+})
