@@ -349,6 +349,7 @@ class UpstreamPool {
 
   drop (c) {
     this.all.delete(c)
+    if (this.closed && this.all.size === 0) clearInterval(this.sweep) // the last request's deadline no longer needs watching
     const i = this.idle.indexOf(c)
     if (i !== -1) this.idle.splice(i, 1)
     if (this.queue.length > 0 && !this.closed) { // a waiting request takes the freed slot
@@ -358,9 +359,10 @@ class UpstreamPool {
     }
   }
 
+  /** No new requests; idle connections close now, busy ones when their answer ends (still under the timeout). */
   close () {
     this.closed = true
-    clearInterval(this.sweep)
+    if (this.all.size === 0) clearInterval(this.sweep)
     const queued = this.queue.splice(0)
     for (let i = 1; i < queued.length; i += 2) queued[i].onError(new UpstreamError('pool closed', 'UND_ERR_DESTROYED'))
     for (const c of this.all) {
@@ -371,6 +373,7 @@ class UpstreamPool {
   destroy () {
     this.close()
     for (const c of [...this.all]) c.fail(new UpstreamError('pool destroyed', 'UND_ERR_DESTROYED'))
+    clearInterval(this.sweep)
   }
 }
 
