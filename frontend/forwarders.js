@@ -29,10 +29,16 @@ const { RETRY_NEWER_MAP } = require('../core/http')
  * 421 drained, a transport error, or an abort. The in-flight counters replica
  * choice reads depend on that pairing.
  *
- * undici is the default: its `dispatch` with a handler object streams the
- * body chunk by chunk into `res` with no Readable in between, and passes the
- * raw header list through without building an object (docs/frontend-performance.md).
- * bench/forwarding.js measures it against axios.
+ * The default forwarder sends a request without a body through
+ * frontend/upstream-h1.js (our own keep-alive HTTP/1.1 client, which speaks
+ * undici's handler protocol) and one with a body through undici's
+ * `dispatch`; either streams the answer chunk by chunk into `res` with no
+ * Readable in between and passes the raw header list through without
+ * building an object (docs/frontend-performance.md). `client: 'undici'`
+ * sends every request through undici. `res` may be Node's ServerResponse or
+ * frontend/fast-http.js's response: only writeHead, write, end, destroy,
+ * cork/uncork and the 'drain' and 'close' events are used.
+ * bench/forwarding.js measures all of them, and axios.
  */
 
 // RFC 9110 7.6.1 connection-specific headers are never forwarded; the ones
