@@ -79,9 +79,10 @@ async function bufferBody (req, limit) {
 }
 
 /**
- * The front end's data path, a plain `http` request handler (no Express on
+ * The front end's data path, a plain `(req, res)` handler (no Express on
  * the hot path: docs/frontend-performance.md): key -> fingerprint32 -> binary
- * search -> forward.
+ * search -> forward. `req` and `res` are Node's, or for a request without a
+ * body the lighter pair of frontend/fast-http.js.
  *
  * The server: `router` (frontend/replica-router.js) picks it. Reads of a
  * slice that several servers admit choose among them with the replica-choice
