@@ -2,6 +2,7 @@
 
 const net = require('node:net')
 const { STATUS_CODES } = require('node:http')
+const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
 
 /**
  * The data port's HTTP/1.1 server for the common case, on plain `net`
@@ -33,11 +34,8 @@ const { STATUS_CODES } = require('node:http')
  */
 
 const HEAD_END = Buffer.from('\r\n\r\n')
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
 // A request target in origin form, visible ASCII only (llhttp's strict mode agrees).
 const ORIGIN_FORM = /^\/[\x21-\x7e]*$/
-// A field value: visible characters, obs-text, spaces and tabs. No CR, LF, NUL or other controls.
-const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
 // Methods this server takes; others (CONNECT, PRI, anything unknown) go to the fallback.
 const METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'POST', 'PUT', 'PATCH'])
 // Node keeps the first of these when repeated (IncomingMessage's matchKnownFields); others are joined.
@@ -75,6 +73,7 @@ function parseHead (head, socket) {
   if (!ORIGIN_FORM.test(url)) return null
   const rawHeaders = []
   let host = false
+  let length = false
   let close = false
   let at = eol + 2
   while (at < head.length) {
@@ -84,11 +83,7 @@ function parseHead (head, socket) {
     if (colon <= at || colon >= end) return null // no name, or no colon on this line (an obs-fold starts with a space: no token)
     const name = head.slice(at, colon)
     if (!TOKEN.test(name)) return null
-    let vs = colon + 1
-    let ve = end
-    while (vs < ve && (head.charCodeAt(vs) === 32 || head.charCodeAt(vs) === 9)) vs++
-    while (ve > vs && (head.charCodeAt(ve - 1) === 32 || head.charCodeAt(ve - 1) === 9)) ve--
-    const value = head.slice(vs, ve)
+    const value = trimmedValue(head, colon + 1, end)
     if (!FIELD_VALUE.test(value)) return null // a stray CR or LF, or a control character
     switch (name.length) {
       case 4:
@@ -111,7 +106,10 @@ function parseHead (head, socket) {
         }
         break
       case 14:
-        if (name.toLowerCase() === 'content-length' && value !== '0') return null
+        if (name.toLowerCase() === 'content-length') {
+          if (value !== '0' || length) return null // a body, or a repeated length (Node answers 400)
+          length = true
+        }
         break
       case 17:
         if (name.toLowerCase() === 'transfer-encoding') return null
@@ -275,6 +273,7 @@ class Connection {
     this.buffered = null // bytes read and not yet parsed
     this.res = null // the response in flight
     this.closing = false // the request in flight asked for Connection: close
+    this.starting = false // next() is running
     // Deadlines, checked by the server's sweep (no timer per request): an
     // idle connection has keepAliveTimeout from its last answer; a head being
     // read, or a new connection's first, has headersTimeout from its start.
@@ -296,10 +295,27 @@ class Connection {
     else if (this.buffered.length > this.server.maxHeaderSize) this.socket.pause() // pipelined ahead of us: wait for the answer
   }
 
-  /** Parse and start the next request in the buffer, if it is complete. */
+  /**
+   * Start the requests in the buffer, one at a time, while each is answered
+   * at once (pipelined requests that fail fast): a loop, not a recursion
+   * through finished(), however many a client sends in one write.
+   */
   next () {
+    if (this.starting) return // finished() during onRequest: the loop below goes on
+    this.starting = true
+    try {
+      // Not after an answer that closed the connection (Connection: close).
+      while (this.res === null && this.buffered !== null && !this.socket.writableEnded && !this.socket.destroyed) {
+        if (!this.startOne()) return
+      }
+    } finally {
+      this.starting = false
+    }
+  }
+
+  /** Parse and start the next request in the buffer; false when none can start now. */
+  startOne () {
     const buf = this.buffered
-    if (buf === null) return
     const end = buf.indexOf(HEAD_END)
     if (end === -1) {
       if (buf.length > this.server.maxHeaderSize) return this.handOff() // Node answers 431
@@ -307,7 +323,7 @@ class Connection {
         this.idle = false
         this.since = Date.now()
       }
-      return
+      return false
     }
     if (end > this.server.maxHeaderSize) return this.handOff()
     const req = parseHead(buf.toString('latin1', 0, end), this.socket)
@@ -317,6 +333,7 @@ class Connection {
     const res = new FastResponse(this, req.method === 'HEAD')
     this.res = res // busy: the request's deadline is the proxy's upstream timeout
     this.server.onRequest(req, res)
+    return true
   }
 
   /** A response ended: close if asked, else take the next request. */
@@ -346,7 +363,7 @@ class Connection {
     if (res !== null) res.lost()
   }
 
-  /** Give the connection, and every byte read so far, to the fallback server. */
+  /** Give the connection, and every byte read so far, to the fallback server (false: this one is done with it). */
   handOff () {
     const socket = this.socket
     this.server.connections.delete(this)
@@ -359,6 +376,7 @@ class Connection {
     this.buffered = null
     this.server.fallback.emit('connection', socket)
     socket.resume()
+    return false
   }
 
   /** Close when idle (server shutdown); a response in flight closes the connection when it ends. */

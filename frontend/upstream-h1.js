@@ -1,6 +1,7 @@
 'use strict'
 
 const net = require('node:net')
+const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
 
 /**
  * A keep-alive HTTP/1.1 client for the front end's common case: a request
@@ -61,10 +62,12 @@ class Connection {
     this.expiresAt = Infinity
     this.since = 0 // last activity of the request in flight
     this.received = false // any byte of the answer arrived
+    this.written = false // the request in flight was written
     this.paused = false
     this.resume = () => {
       if (this.paused) {
         this.paused = false
+        this.since = Date.now() // the body timeout counts from here, not from before the pause
         this.socket.resume()
       }
     }
@@ -81,12 +84,24 @@ class Connection {
     this.state = HEAD
     this.received = false
     this.since = Date.now()
+    this.written = false
+    // Per request: a late abort must not reach the next request on this connection.
+    handler.onConnect(() => this.abortRequest(handler))
+    if (this.handler !== handler) return // aborted in onConnect (its client left while it waited): never sent
     const h = request.headers
     let head = request.method + ' ' + request.path + ' HTTP/1.1\r\nhost: ' + this.pool.host + '\r\n'
     for (let i = 0; i < h.length; i += 2) head += h[i] + ': ' + h[i + 1] + '\r\n'
+    this.written = true
     this.socket.write(head + '\r\n', 'latin1')
-    // Per request: a late abort must not reach the next request on this connection.
-    handler.onConnect(() => { if (this.handler === handler) this.fail(new UpstreamError('request aborted', 'UND_ERR_ABORTED')) })
+  }
+
+  abortRequest (handler) {
+    if (this.handler !== handler) return
+    const err = new UpstreamError('request aborted', 'UND_ERR_ABORTED')
+    if (this.written) return this.fail(err) // the answer would arrive for nobody: the connection goes
+    this.handler = null // nothing was sent: the connection stays good
+    this.pool.release(this)
+    handler.onError(err)
   }
 
   data (chunk) {
@@ -187,7 +202,10 @@ class Connection {
       const colon = text.indexOf(':', start)
       if (colon <= start || colon > stop) return this.protocol('bad header line')
       const name = text.slice(start, colon)
-      const value = text.slice(colon + 1, stop).trim()
+      const value = trimmedValue(text, colon + 1, stop)
+      // Checked as the request side is: nothing with a bare CR or LF, a control
+      // character or an obs-fold ever reaches a client's answer.
+      if (!TOKEN.test(name) || !FIELD_VALUE.test(value)) return this.protocol(`bad header ${JSON.stringify(name)}`)
       switch (name.length) {
         case 10:
           if (name.toLowerCase() === 'connection' && /(?:^|[\s,])close(?:$|[\s,])/i.test(value)) this.reusable = false
@@ -284,7 +302,8 @@ class Connection {
 
   /** The request in flight went quiet for too long. */
   expire (now, timeoutMs) {
-    if (this.handler === null || now - this.since <= timeoutMs) return
+    // A connection paused for a slow client is not the server's silence (undici agrees).
+    if (this.handler === null || this.paused || now - this.since <= timeoutMs) return
     this.fail(new UpstreamError(`no answer from ${this.pool.origin} within ${timeoutMs} ms`, this.received ? 'UND_ERR_BODY_TIMEOUT' : 'UND_ERR_HEADERS_TIMEOUT'))
   }
 }

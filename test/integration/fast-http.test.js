@@ -103,6 +103,7 @@ describe('frontend/fast-http: the data port\'s own HTTP/1.1 server', () => {
       'GET /a HTTP/1.1', // no Host
       'GET /a HTTP/1.1\r\nHost: x\r\nHost: y', // two Hosts
       'POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5', // a body
+      'GET /a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 0', // a repeated length: Node answers 400
       'POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked',
       'PUT /a HTTP/1.1\r\nHost: x\r\nExpect: 100-continue',
       'GET /a HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade',
@@ -149,6 +150,24 @@ describe('frontend/fast-http: the data port\'s own HTTP/1.1 server', () => {
     await pollUntil(() => responses(c.received).length === 4, { what: 'a fourth answer' })
     expect(c.closed).toBe(false)
     c.socket.destroy()
+  })
+
+  test('thousands of pipelined requests answered at once, in one write: all answered in order; none after Connection: close', async () => {
+    const { port, seen } = await setup()
+    const c = await connect(port)
+    const n = 5000
+    let burst = ''
+    for (let i = 0; i < n; i++) burst += `GET /${i} HTTP/1.1\r\nHost: x\r\n\r\n`
+    c.socket.write(burst)
+    const rs = await pollUntil(() => { const r = responses(c.received); return r.length === n && r }, { what: `${n} answers`, timeoutMs: 20000 })
+    expect(rs.every((r, i) => r.body === `fast GET /${i}`)).toBe(true)
+    expect(c.closed).toBe(false)
+
+    const d = await connect(port)
+    d.socket.write('GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /c HTTP/1.1\r\nHost: x\r\n\r\n')
+    await pollUntil(() => d.closed, { what: 'the server to close after Connection: close' })
+    expect(responses(d.received).map((r) => r.body)).toEqual(['fast GET /a', 'fast GET /b'])
+    expect(seen.fast.slice(n)).toEqual(['GET /a', 'GET /b'])
   })
 
   test('a request with a body, a malformed one and a reserved path go to the fallback, with every byte', async () => {

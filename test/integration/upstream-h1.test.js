@@ -120,7 +120,12 @@ describe('frontend/upstream-h1: the keep-alive client for bodiless requests', ()
       '/gzip': 'HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n',
       '/size': 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
       '/crlf': 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\naXX',
-      '/lengths': 'HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab'
+      '/lengths': 'HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab',
+      // Header injection toward the client: a bare LF, a bare CR, an obs-fold, a name that is no token.
+      '/lf': 'HTTP/1.1 200 OK\r\nX-A: a\nSet-Cookie: evil=1\r\nContent-Length: 0\r\n\r\n',
+      '/cr': 'HTTP/1.1 200 OK\r\nX-A: a\rSet-Cookie: evil=1\r\nContent-Length: 0\r\n\r\n',
+      '/fold': 'HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 0\r\n\r\n',
+      '/name': 'HTTP/1.1 200 OK\r\nBad Name: a\r\nContent-Length: 0\r\n\r\n'
     }
     const { pool, stats } = await setup((head, socket) => socket.write(answers[head.split(' ')[1]]))
     for (const path of Object.keys(answers)) {
@@ -153,6 +158,60 @@ describe('frontend/upstream-h1: the keep-alive client for bodiless requests', ()
     expect((await fetchVia(pool, { path: '/silent' })).error.code).toBe('UND_ERR_HEADERS_TIMEOUT')
     expect(Date.now() - t0).toBeGreaterThanOrEqual(200)
     expect((await fetchVia(pool, { path: '/slowbody' })).error.code).toBe('UND_ERR_BODY_TIMEOUT')
+  })
+
+  test('a request aborted while it waited for a connection is never sent, and the connection stays in use', async () => {
+    let release = null
+    const { pool, stats } = await setup((head, socket) => {
+      const path = head.split(' ')[1]
+      const answer = () => socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${path.length}\r\n\r\n${path}`)
+      if (path === '/first') release = answer
+      else answer()
+    }, { connections: 1 })
+    const first = fetchVia(pool, { path: '/first' })
+    await pollUntil(() => release, { what: 'the first request to arrive' })
+    // The second waits for the only connection; its client leaves before it gets one.
+    const gone = new Promise((resolve) => {
+      pool.dispatch({ method: 'DELETE', path: '/gone', headers: [], body: null }, {
+        onConnect (abort) { abort() }, // what ForwardHandler does when its response is already destroyed
+        onHeaders () { return true },
+        onData () { return true },
+        onComplete () { resolve('completed') },
+        onError (err) { resolve(err.code) }
+      })
+    })
+    const third = fetchVia(pool, { path: '/third' })
+    release()
+    expect((await first).body).toBe('/first')
+    expect(await gone).toBe('UND_ERR_ABORTED')
+    expect((await third).body).toBe('/third')
+    expect(stats.requests.map((h) => h.split(' ').slice(0, 2).join(' '))).toEqual(['GET /first', 'GET /third'])
+    expect(stats.connections).toBe(1)
+  })
+
+  test('a body paused for a slow client longer than the timeout is not cut off', async () => {
+    const big = 'y'.repeat(300000)
+    const { pool } = await setup((head, socket) => socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${big.length}\r\n\r\n${big}`), { timeoutMs: 100 })
+    const r = await new Promise((resolve) => {
+      const out = { body: 0, error: null }
+      let resume = null
+      pool.dispatch({ method: 'GET', path: '/', headers: [], body: null }, {
+        onConnect () {},
+        onHeaders (status, raw, res) { resume = res; return true },
+        onData (chunk) {
+          out.body += chunk.length
+          if (out.body === chunk.length) { // after the first chunk: a client that reads nothing for 3 timeouts
+            const t0 = Date.now()
+            pollUntil(() => Date.now() - t0 >= 300, { what: 'three timeouts to pass', intervalMs: 20 }).then(() => resume())
+            return false
+          }
+          return true
+        },
+        onComplete () { resolve(out) },
+        onError (err) { out.error = err; resolve(out) }
+      })
+    })
+    expect(r).toEqual({ body: big.length, error: null })
   })
 
   test('an abort ends only its own request; more requests than connections wait their turn; backpressure pauses the socket', async () => {
