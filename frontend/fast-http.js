@@ -36,6 +36,8 @@ const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
 const HEAD_END = Buffer.from('\r\n\r\n')
 // A request target in origin form, visible ASCII only (llhttp's strict mode agrees).
 const ORIGIN_FORM = /^\/[\x21-\x7e]*$/
+// The one Content-Length value this server takes, as written after the colon.
+const ZERO_LENGTH = /^ *0$/
 // Methods this server takes; others (CONNECT, PRI, anything unknown) go to the fallback.
 const METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'POST', 'PUT', 'PATCH'])
 // Node keeps the first of these when repeated (IncomingMessage's matchKnownFields); others are joined.
@@ -107,7 +109,9 @@ function parseHead (head, socket) {
         break
       case 14:
         if (name.toLowerCase() === 'content-length') {
-          if (value !== '0' || length) return null // a body, or a repeated length (Node answers 400)
+          // Exactly 0 with no whitespace after it (llhttp refuses a trailing tab);
+          // anything else is a body, or a repeated length (Node answers 400).
+          if (length || !ZERO_LENGTH.test(head.slice(colon + 1, end))) return null
           length = true
         }
         break
