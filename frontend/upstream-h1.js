@@ -29,6 +29,11 @@ const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
  */
 
 const HEAD_END = Buffer.from('\r\n\r\n')
+// A Content-Length value as written after the colon.
+const CONTENT_LENGTH = /^ *\d{1,15}$/
+// A chunk-size line: hex digits, then extensions of token characters (no
+// whitespace anywhere: llhttp refuses it, so must we).
+const CHUNK_SIZE_LINE = /^([0-9A-Fa-f]{1,12})(?:;[!#$%&'*+\-.^_`|~0-9A-Za-z=]*)*$/
 const MAX_HEAD = 64 * 1024
 const SWEEP_MS = 1000
 
@@ -143,11 +148,9 @@ class Connection {
       case CHUNK_SIZE: {
         const eol = chunk.indexOf('\r\n', at, 'latin1')
         if (eol === -1) return this.wait(chunk, at, 1024)
-        const line = chunk.toString('latin1', at, eol)
-        const semi = line.indexOf(';')
-        const hex = (semi === -1 ? line : line.slice(0, semi)).trim()
-        if (!/^[0-9A-Fa-f]{1,12}$/.test(hex)) return this.protocol('bad chunk size')
-        this.remaining = parseInt(hex, 16)
+        const m = CHUNK_SIZE_LINE.exec(chunk.toString('latin1', at, eol))
+        if (m === null) return this.protocol('bad chunk size')
+        this.remaining = parseInt(m[1], 16)
         this.state = this.remaining === 0 ? TRAILERS : CHUNK_DATA
         return eol + 2
       }
@@ -213,7 +216,8 @@ class Connection {
           break
         case 14:
           if (name.toLowerCase() === 'content-length') {
-            if (!/^\d{1,15}$/.test(value) || (length !== -1 && length !== Number(value))) return this.protocol('bad Content-Length')
+            // Digits, no whitespace after them, and only once (llhttp refuses even an equal repeat).
+            if (length !== -1 || !CONTENT_LENGTH.test(text.slice(colon + 1, stop))) return this.protocol('bad Content-Length')
             length = Number(value)
           }
           break
