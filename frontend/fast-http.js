@@ -6,7 +6,7 @@ const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
 
 /**
  * The data port's HTTP/1.1 server for the common case, on plain `net`
- * sockets (docs/frontend-performance.md, "A server of our own").
+ * sockets (docs/frontend-performance.md, "A server and a client of our own").
  *
  * A proxy reads a request head, forwards it and writes the answer back;
  * Node's `http` server builds two streams, a header object and a parser

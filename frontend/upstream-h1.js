@@ -5,7 +5,7 @@ const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
 
 /**
  * A keep-alive HTTP/1.1 client for the front end's common case: a request
- * without a body to one app server (docs/frontend-performance.md, "A client
+ * without a body to one app server (docs/frontend-performance.md, "A server and a client
  * of our own"). It speaks undici's dispatch-handler protocol (onConnect,
  * onHeaders, onData, onComplete, onError) so `ForwardHandler` drives it
  * unchanged; requests with a body still go through undici.
