@@ -100,7 +100,8 @@ async function startChopperSide (c, experiment, ids, appOptions, closers, logger
       connections: experiment.connections,
       upstreamTimeoutMs: experiment.timeoutMs + 5000,
       clusterToken,
-      logger
+      logger,
+      ...experiment.frontendOptions // --frontend-options (run.js), e.g. {"dataServer":"node","upstreamClient":"undici"}
     })
     const urls = await fe.start()
     closers.push(() => fe.close())

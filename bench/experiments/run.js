@@ -18,7 +18,7 @@ const { runScenario, environment } = require('./harness')
 const { CONTENDER_NAMES } = require('./contenders')
 const { renderReport, headline } = require('./report')
 
-const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--contenders ${CONTENDER_NAMES.join(',')}] [--strategy-options JSON] [--load-metric cost|requests] [--out DIR]
+const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--contenders ${CONTENDER_NAMES.join(',')}] [--strategy-options JSON] [--load-metric cost|requests] [--frontend-options JSON] [--out DIR]
        node bench/experiments/run.js --report DIR/experiments.json   (rebuild the HTML)
        node bench/experiments/run.js --list`
 
@@ -33,6 +33,7 @@ async function main (argv) {
       contenders: { type: 'string' },
       'strategy-options': { type: 'string' },
       'load-metric': { type: 'string' },
+      'frontend-options': { type: 'string' },
       out: { type: 'string', default: path.join(__dirname, '..', 'results') },
       report: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false }
@@ -62,12 +63,21 @@ async function main (argv) {
     }
     if (extra === null || typeof extra !== 'object' || Array.isArray(extra)) throw usageError('--strategy-options: expected a JSON object')
   }
+  let frontendOptions = {}
+  if (values['frontend-options'] !== undefined) {
+    try {
+      frontendOptions = JSON.parse(values['frontend-options'])
+    } catch (err) {
+      throw usageError(`--frontend-options: expected a JSON object, got ${JSON.stringify(values['frontend-options'])}`)
+    }
+    if (frontendOptions === null || typeof frontendOptions !== 'object' || Array.isArray(frontendOptions)) throw usageError('--frontend-options: expected a JSON object')
+  }
   // validate them all before running any; --strategy-options go over each scenario's chopper options
   const metric = values['load-metric']
   if (metric !== undefined && !['cost', 'requests'].includes(metric)) throw usageError(`--load-metric: expected cost or requests, got ${JSON.stringify(metric)}`)
   const scenarios = names.map((n) => loadScenario(n)).map((s) => ({
     ...s,
-    experiment: { ...s.experiment, strategyOptions: { ...s.experiment.strategyOptions, ...extra }, ...(metric ? { loadMetric: metric } : {}) }
+    experiment: { ...s.experiment, strategyOptions: { ...s.experiment.strategyOptions, ...extra }, ...(metric ? { loadMetric: metric } : {}), frontendOptions }
   }))
   const command = ['npm run', values.all ? 'experiments' : 'experiment --', ...(values.all ? [] : names), ...(argv.filter((a) => a.startsWith('--') && a !== '--all'))].join(' ').replace(/ +/g, ' ')
   const doc = { tool: 'chopper-experiments', version: 1, command: `node bench/experiments/run.js ${argv.join(' ')}`, npmCommand: command, startedAt: new Date().toISOString(), environment: environment(), scenarios: [] }
