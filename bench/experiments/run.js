@@ -54,24 +54,8 @@ async function main (argv) {
   const timeScale = Number(values['time-scale'])
   if (!(timeScale > 0)) throw usageError(`--time-scale: expected a number > 0, got ${JSON.stringify(values['time-scale'])}`)
   const contenders = values.contenders ? values.contenders.split(',').map((s) => s.trim()) : CONTENDER_NAMES
-  let extra = {}
-  if (values['strategy-options'] !== undefined) {
-    try {
-      extra = JSON.parse(values['strategy-options'])
-    } catch (err) {
-      throw usageError(`--strategy-options: expected a JSON object, got ${JSON.stringify(values['strategy-options'])}`)
-    }
-    if (extra === null || typeof extra !== 'object' || Array.isArray(extra)) throw usageError('--strategy-options: expected a JSON object')
-  }
-  let frontendOptions = {}
-  if (values['frontend-options'] !== undefined) {
-    try {
-      frontendOptions = JSON.parse(values['frontend-options'])
-    } catch (err) {
-      throw usageError(`--frontend-options: expected a JSON object, got ${JSON.stringify(values['frontend-options'])}`)
-    }
-    if (frontendOptions === null || typeof frontendOptions !== 'object' || Array.isArray(frontendOptions)) throw usageError('--frontend-options: expected a JSON object')
-  }
+  const extra = jsonObjectFlag(values, 'strategy-options')
+  const frontendOptions = jsonObjectFlag(values, 'frontend-options')
   // validate them all before running any; --strategy-options go over each scenario's chopper options
   const metric = values['load-metric']
   if (metric !== undefined && !['cost', 'requests'].includes(metric)) throw usageError(`--load-metric: expected cost or requests, got ${JSON.stringify(metric)}`)
@@ -93,6 +77,20 @@ async function main (argv) {
   fs.writeFileSync(`${base}.html`, renderReport(doc))
   console.log(`wrote ${base}.json and ${base}.html (${doc.wallS} s)`)
   for (const h of doc.headline) console.log(`${h.label}: ${h.text}`)
+}
+
+/** A flag whose value is a JSON object ({} when absent); anything else is a usage error. */
+function jsonObjectFlag (values, name) {
+  const text = values[name]
+  if (text === undefined) return {}
+  let parsed
+  try {
+    parsed = JSON.parse(text)
+  } catch (err) {
+    throw usageError(`--${name}: expected a JSON object, got ${JSON.stringify(text)}`)
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw usageError(`--${name}: expected a JSON object`)
+  return parsed
 }
 
 function usageError (message) {
