@@ -46,6 +46,7 @@ class Recorder {
       keys: new Map()
     }))
     this.windows = []
+    this.methods = new Map() // method -> latency histogram over the run (reads and writes differ in cost and path)
     this.inFlight = 0
     this.peakInFlight = 0
   }
@@ -89,6 +90,9 @@ class Recorder {
     else this.countInWallPhase(end)
     ph.latency.recordValue(us)
     w.latency.recordValue(us)
+    let m = this.methods.get(req.method)
+    if (!m) this.methods.set(req.method, (m = createHistogram()))
+    m.recordValue(us)
     w.responses++
     ph.status[status] = (ph.status[status] || 0) + 1
     if (status >= 400) {
@@ -226,6 +230,8 @@ class Recorder {
       targetRate: round(total.scheduled / durationS),
       achievedRate: round(total.responsesInWindow / durationS),
       latencyMs: summarize(total.latency),
+      // per HTTP method, over every response of the run
+      latencyByMethod: Object.fromEntries([...this.methods].sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, h]) => [k, { count: h.totalCount, ...summarize(h) }])),
       status: total.status,
       errors: total.errors,
       errorCount: errorTotal(total.errors),

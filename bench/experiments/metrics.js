@@ -145,6 +145,8 @@ function contenderMetrics (r, { experiment, rounds, cache, runStartedAt }) {
     : null
   return {
     latencyMs: lat(r.totals.latencyMs),
+    // reads and writes apart: a KV write goes to the slice's primary and holds its replicas
+    latencyByMethod: Object.fromEntries(Object.entries(r.totals.latencyByMethod || {}).map(([m, l]) => [m, { count: l.count, ...lat(l) }])),
     percentileCurve: percentileCurve(r.totals.histogram),
     throughput: {
       targetRate: r.totals.targetRate,

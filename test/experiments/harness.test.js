@@ -35,6 +35,10 @@ function expectContenderFields (c, { kv, controller }) {
   expect(c.ok).toBe(true)
   for (const k of LATENCY) expect(typeof c.latencyMs[k]).toBe('number')
   expect(c.percentileCurve.length).toBeGreaterThan(5)
+  // per method: the counts add up to every response
+  const methods = Object.values(c.latencyByMethod)
+  expect(methods.reduce((a, m) => a + m.count, 0)).toBe(c.throughput.responses)
+  for (const m of methods) for (const k of LATENCY) expect(typeof m[k]).toBe('number')
   for (const q of c.percentileCurve) expect(q).toEqual({ p: expect.any(Number), ms: expect.any(Number) })
   expect(c.throughput).toEqual(expect.objectContaining({ targetRate: expect.any(Number), achievedRate: expect.any(Number), scheduled: expect.any(Number), responses: expect.any(Number), errors: expect.any(Number), errorRate: expect.any(Number), errorsByClass: expect.any(Object) }))
   expect('maxSustainedRate' in c.throughput).toBe(true)

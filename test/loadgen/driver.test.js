@@ -145,6 +145,18 @@ describe('run: open loop against a fast local server', () => {
     expect(fixture.arrivals.filter((a) => a.method === 'GET').every((a) => a.bodyLength === 0)).toBe(true)
   })
 
+  test('latency per method: a slow write shows in PUT\'s figures, not GET\'s', async () => {
+    fixture = await startFixture({ behave: ({ method }) => (method === 'PUT' ? { delayMs: 40 } : undefined) })
+    const spec = { seed: 6, phases: [{ duration: 0.5, rate: 200, mix: { get: 0.5, set: 0.5 } }] }
+    const result = await run(spec, { target: fixture.url })
+    const { GET, PUT } = result.totals.latencyByMethod
+    const sent = [...generate(spec)]
+    expect(GET.count).toBe(sent.filter((r) => r.method === 'GET').length)
+    expect(PUT.count).toBe(sent.filter((r) => r.method === 'PUT').length)
+    expect(PUT.p50).toBeGreaterThanOrEqual(40)
+    expect(GET.p50).toBeLessThan(40)
+    expect(Object.keys(result.totals.latencyByMethod)).toEqual(['GET', 'PUT'])
+  })
   test('spreads requests over several targets (the paper drove both front ends)', async () => {
     fixture = await startFixture()
     const second = await startFixture()
