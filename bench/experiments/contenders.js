@@ -4,6 +4,7 @@ const { createController } = require('../../controller')
 const { createFrontend } = require('../../frontend')
 const { loadApp, prepareShared } = require('../../apps')
 const { startAppProcesses } = require('../lib/app-process')
+const { startDynaliteProcess } = require('../lib/dynalite-process')
 const { startHaproxy } = require('./haproxy-process')
 const { InvalidArgumentError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
@@ -45,7 +46,8 @@ function appOptionsOf (experiment) {
  * @param {object} experiment a normalised scenario experiment block
  * @param {{ logger?, clusterToken?: string }} [options] clusterToken: the Chopper side's control calls are signed with it (docs/security.md)
  * @returns {Promise<{ name, target: string[], serverIds: string[], servers: object[], controller: object|null, haproxy: object|null, close: () => Promise<void> }>}
- *   `servers`: the app server processes ({ id, pid, url, stats, flush, close })
+ *   `servers`: the app server processes ({ id, pid, url, stats, flush, close }); `dynamoPid`: kv-cache's
+ *   DynamoDB (dynalite) process, undefined for other apps
  */
 async function startContender (name, experiment, { logger = silent, clusterToken } = {}) {
   if (!Object.hasOwn(CONTENDERS, name)) throw new InvalidArgumentError(`invalid contender: expected one of ${CONTENDER_NAMES.join(', ')}, got ${JSON.stringify(name)}`)
@@ -59,6 +61,14 @@ async function startContender (name, experiment, { logger = silent, clusterToken
   try {
     const appModule = loadApp(experiment.app)
     let appOptions = appOptionsOf(experiment)
+    // kv-cache's DynamoDB (dynalite) in a process of its own, not beside the front ends
+    let dynamoPid
+    if (experiment.app === 'kv-cache' && !appOptions.dynamoEndpoint) {
+      const dynamo = await startDynaliteProcess()
+      closers.push(() => dynamo.close())
+      appOptions.dynamoEndpoint = dynamo.endpoint
+      dynamoPid = dynamo.pid
+    }
     const shared = await prepareShared(appModule, { ...appOptions, logger })
     closers.push(() => shared.close())
     appOptions = { ...appOptions, ...shared.options }
@@ -66,7 +76,7 @@ async function startContender (name, experiment, { logger = silent, clusterToken
     const run = c.strategy
       ? await startChopperSide(c, experiment, ids, appOptions, closers, logger, clusterToken)
       : await startHaproxySide(name, experiment, ids, appOptions, closers)
-    return { name, serverIds: ids, ...run, close: closeAll }
+    return { name, serverIds: ids, ...run, dynamoPid, close: closeAll }
   } catch (err) {
     await closeAll()
     throw err

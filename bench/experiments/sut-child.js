@@ -32,7 +32,7 @@ const handlers = {
       serverIds: sut.serverIds,
       haproxyConfig: sut.haproxy ? sut.haproxy.config : undefined,
       hasController: Boolean(sut.controller),
-      processes: { sut: process.pid, appServers: Object.fromEntries(sut.servers.map((s) => [s.id, s.pid])) }
+      processes: { sut: process.pid, appServers: Object.fromEntries(sut.servers.map((s) => [s.id, s.pid])), ...(sut.dynamoPid ? { dynamo: sut.dynamoPid } : {}) }
     }
   },
   async cacheCounters () {

@@ -75,6 +75,9 @@ function expectContenderFields (c, { kv, controller }) {
   const pids = Object.values(c.processes.appServers)
   expect(pids).toHaveLength(c.servers.length)
   expect(new Set([...pids, c.processes.sut, process.pid]).size).toBe(pids.length + 2)
+  // kv-cache's DynamoDB (dynalite) too, apart from the front ends
+  if (kv) expect(new Set([...pids, c.processes.sut, process.pid, c.processes.dynamo]).size).toBe(pids.length + 3)
+  else expect(c.processes.dynamo).toBeUndefined()
   for (const srv of c.servers) {
     expect(srv.pid).toBe(c.processes.appServers[srv.id])
     expect(srv.capacity.served).toBeGreaterThan(0) // every request went through the modelled queue

@@ -1,0 +1,39 @@
+'use strict'
+
+const path = require('node:path')
+const { forkChild } = require('./child')
+
+const CHILD = path.join(__dirname, 'dynalite-child.js')
+
+/**
+ * Start dynalite in a process of its own, as DynamoDB is a service of its
+ * own: in-process, its work (request parsing, signatures, the in-memory
+ * store) would share an event loop with whatever else runs there, such as
+ * the Chopper contenders' front ends, and delay their forwarding but not
+ * HAProxy's.
+ * @returns {Promise<{ endpoint: string, pid: number, close: () => Promise<void> }>}
+ */
+async function startDynaliteProcess () {
+  const child = forkChild(CHILD, { callTimeoutMs: 30000 })
+  let ready
+  try {
+    ready = await child.call('start')
+  } catch (err) {
+    await child.close(1000)
+    throw err
+  }
+  return {
+    endpoint: ready.endpoint,
+    pid: child.pid,
+    async close () {
+      try {
+        await child.call('close', {}, 10000)
+      } catch {
+        // killed below
+      }
+      await child.close(5000)
+    }
+  }
+}
+
+module.exports = { startDynaliteProcess }
