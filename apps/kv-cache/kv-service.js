@@ -3,6 +3,7 @@
 const crypto = require('node:crypto')
 const { performance } = require('node:perf_hooks')
 const { KeyQueue } = require('./key-queue')
+const { WriteBatches } = require('./write-batches')
 const { KeyHolds } = require('./key-holds')
 const { OwnershipEpochs } = require('./ownership-epochs')
 const { FencedWriteError, InvalidArgumentError, ReplicaUnavailableError, StoreUnavailableError, WriteIndeterminateError } = require('../../core/errors')
@@ -65,6 +66,7 @@ class KvService {
     this.logger = logger
     this.epochs = new OwnershipEpochs()
     this.queue = new KeyQueue()
+    this.batches = new WriteBatches(this.queue, () => this.metrics.batchedWrites.inc())
     this.holds = new KeyHolds({
       lapseMs: holdLapseMs,
       onLapse: (key, id) => {
@@ -166,17 +168,7 @@ class KvService {
    */
   put (key, sliceKey, value, contentType, { generation = 0, replicas = [] } = {}) {
     if (contentType === FENCE_TYPE) throw new InvalidArgumentError('invalid content type: expected a non-empty media type')
-    return this.queue.write(key, () => this.#replicated('put', key, sliceKey, generation, replicas, { value, contentType }, async () => {
-      const tag = this.epochs.now()
-      const ver = await this.#write('put', key, sliceKey, () => this.store.put(key, value, contentType, { generation }))
-      try {
-        await this.cache.set(key, sliceKey, { tag, ver, contentType, value })
-      } catch (err) {
-        this.#cacheFailed('set', err)
-        this.#distrustAll('cache_error')
-      }
-      return ver
-    }))
+    return this.#batched(key, sliceKey, generation, replicas, { value, contentType })
   }
 
   /**
@@ -186,7 +178,34 @@ class KvService {
    * @returns {Promise<bigint>} the tombstone's version
    */
   delete (key, sliceKey, { generation = 0, replicas = [] } = {}) {
-    return this.queue.write(key, () => this.#replicated('delete', key, sliceKey, generation, replicas, null, async () => {
+    return this.#batched(key, sliceKey, generation, replicas, null)
+  }
+
+  /**
+   * Queue a put (`written`: its value) or a delete (null) of `key`. Writes that
+   * arrive while the key's earlier work runs go as one (write-batches.js).
+   */
+  #batched (key, sliceKey, generation, replicas, written) {
+    const group = `${generation} ${replicas.map((r) => `${r.id}=${r.url}`).join(' ')}`
+    return this.batches.write(key, group, written, (last) => (last ? this.#put(key, sliceKey, last.value, last.contentType, generation, replicas) : this.#delete(key, sliceKey, generation, replicas)))
+  }
+
+  #put (key, sliceKey, value, contentType, generation, replicas) {
+    return this.#replicated('put', key, sliceKey, generation, replicas, { value, contentType }, async () => {
+      const tag = this.epochs.now()
+      const ver = await this.#write('put', key, sliceKey, () => this.store.put(key, value, contentType, { generation }))
+      try {
+        await this.cache.set(key, sliceKey, { tag, ver, contentType, value })
+      } catch (err) {
+        this.#cacheFailed('set', err)
+        this.#distrustAll('cache_error')
+      }
+      return ver
+    })
+  }
+
+  #delete (key, sliceKey, generation, replicas) {
+    return this.#replicated('delete', key, sliceKey, generation, replicas, null, async () => {
       const ver = await this.#write('delete', key, sliceKey, () => this.store.delete(key, { generation }))
       try {
         await this.cache.del(key, sliceKey)
@@ -196,7 +215,7 @@ class KvService {
         this.#distrustAll('cache_error')
       }
       return ver
-    }))
+    })
   }
 
   /**

@@ -19,6 +19,11 @@ function createMetrics (registry) {
       labelNames: ['reason'],
       registers
     }),
+    batchedWrites: new Counter({
+      name: 'chopper_kv_batched_writes_total',
+      help: 'Writes that joined a later write of the same key waiting for its turn, and were applied with it: one hold, one DynamoDB write and one release for the batch (write-batches.js)',
+      registers
+    }),
     fencedWrites: new Counter({
       name: 'chopper_kv_fenced_writes_total',
       help: 'Writes DynamoDB refused because a newer generation already wrote the key (answered 421 CHOPPER_ERR_FENCED_WRITE; op = put | delete)',

@@ -1,0 +1,66 @@
+'use strict'
+
+/**
+ * Group commit for one key's writes. Writes of a key run one at a time
+ * (KeyQueue), and on a replicated slice each one holds every replica, writes
+ * DynamoDB and releases the replicas. On a hot key the writes that arrive
+ * while one runs would each wait for all of that in turn, so their wait grows
+ * with the queue. Instead, the writes that arrive while a write runs join one
+ * batch, and the batch runs once, as its last write: one hold, one DynamoDB
+ * write, one release. Every write of the batch settles with its outcome.
+ *
+ * That is linearizable: the writes of a batch are all in flight together (none
+ * has been answered), so they may take effect in arrival order at the moment
+ * the batch's write lands, each overwritten at once by the next. No read can
+ * see the ones before the last. A batch that fails fails every write in it:
+ * fenced or not applied for all, or, when the outcome is unknown, unknown for
+ * all (either the last write landed, and with it every earlier one, or none).
+ *
+ * Only writes admitted alike may join: same `group` (kv-service.js: the
+ * generation the request was admitted under and the replicas to hold), since
+ * the batch runs under its last write's.
+ */
+class WriteBatches {
+  /**
+   * @param {import('./key-queue').KeyQueue} queue the key's operations, in order
+   * @param {() => void} [onJoined] a write joined a waiting batch
+   */
+  constructor (queue, onJoined = () => {}) {
+    this.queue = queue
+    this.onJoined = onJoined
+    this.waiting = new Map() // key -> the batch queued behind the key's running work, still open
+  }
+
+  /**
+   * Queue write `w` of `key`.
+   * @template W, R
+   * @param {string} key
+   * @param {string} group writes join a waiting batch only of the same group
+   * @param {W} w
+   * @param {(last: W) => Promise<R>} run runs a batch as its last write
+   * @returns {Promise<R>}
+   */
+  write (key, group, w, run) {
+    const open = this.waiting.get(key)
+    if (open && open.group === group) {
+      open.last = w
+      this.onJoined()
+      return open.promise
+    }
+    const batch = { group, last: w, promise: null }
+    this.waiting.set(key, batch)
+    batch.promise = this.queue.write(key, () => {
+      // its turn: closed to later writes, which start the next batch
+      if (this.waiting.get(key) === batch) this.waiting.delete(key)
+      return run(batch.last)
+    })
+    return batch.promise
+  }
+
+  /** Keys with an open batch (for tests). */
+  get size () {
+    return this.waiting.size
+  }
+}
+
+module.exports = { WriteBatches }

@@ -1,0 +1,101 @@
+'use strict'
+
+const { KeyQueue } = require('../../apps/kv-cache/key-queue')
+const { WriteBatches } = require('../../apps/kv-cache/write-batches')
+
+/** A write the test finishes by hand. */
+function gate () {
+  let open
+  const promise = new Promise((resolve) => { open = resolve })
+  return { promise, open }
+}
+
+describe('WriteBatches: group commit of one key\'s writes', () => {
+  test('writes that arrive while one runs go as one batch, run as its last write; every write gets its outcome', async () => {
+    const queue = new KeyQueue()
+    let joined = 0
+    const batches = new WriteBatches(queue, () => joined++)
+    const ran = []
+    const first = gate()
+    const run = async (w) => {
+      ran.push(w)
+      if (w === 'a') await first.promise
+      return `applied ${w}`
+    }
+    const a = batches.write('k', 'g', 'a', run)
+    // 'a' started at once (nothing ahead of it): not open to later writes
+    expect(ran).toEqual(['a'])
+    expect(batches.size).toBe(0)
+    const b = batches.write('k', 'g', 'b', run)
+    const c = batches.write('k', 'g', 'c', run)
+    const d = batches.write('k', 'g', 'd', run)
+    expect(batches.size).toBe(1)
+    expect(joined).toBe(2)
+    first.open()
+    expect(await a).toBe('applied a')
+    expect(await Promise.all([b, c, d])).toEqual(['applied d', 'applied d', 'applied d'])
+    expect(ran).toEqual(['a', 'd']) // b and c were overwritten within the batch, never run
+    expect(batches.size).toBe(0)
+    // with nothing running, the next write runs at once, alone
+    expect(await batches.write('k', 'g', 'e', run)).toBe('applied e')
+    expect(ran).toEqual(['a', 'd', 'e'])
+  })
+
+  test('a write of another group starts a new batch behind the open one; order is kept', async () => {
+    const batches = new WriteBatches(new KeyQueue())
+    const ran = []
+    const first = gate()
+    const run = async (w) => {
+      ran.push(w)
+      if (w.v === 1) await first.promise
+      return w.v
+    }
+    const p1 = batches.write('k', 'gen1', { v: 1 }, run)
+    const p2 = batches.write('k', 'gen1', { v: 2 }, run)
+    const p3 = batches.write('k', 'gen2', { v: 3 }, run) // admitted under another map: may not join
+    const p4 = batches.write('k', 'gen2', { v: 4 }, run)
+    const p5 = batches.write('k', 'gen1', { v: 5 }, run) // the open batch is gen2's now
+    first.open()
+    expect(await Promise.all([p1, p2, p3, p4, p5])).toEqual([1, 2, 4, 4, 5])
+    expect(ran.map((w) => w.v)).toEqual([1, 2, 4, 5])
+  })
+
+  test('a failed batch fails every write in it, and the next batch still runs', async () => {
+    const batches = new WriteBatches(new KeyQueue())
+    const first = gate()
+    const run = async (w) => {
+      if (w === 'a') await first.promise
+      if (w === 'c') throw Object.assign(new Error('fenced'), { code: 'X' })
+      return w
+    }
+    const a = batches.write('k', 'g', 'a', run)
+    const b = batches.write('k', 'g', 'b', run)
+    const c = batches.write('k', 'g', 'c', run)
+    first.open()
+    await expect(a).resolves.toBe('a')
+    await expect(b).rejects.toThrow('fenced')
+    await expect(c).rejects.toThrow('fenced')
+    await expect(batches.write('k', 'g', 'd', run)).resolves.toBe('d')
+  })
+
+  test('keys batch apart, and a read queued between two writes keeps its place', async () => {
+    const queue = new KeyQueue()
+    const batches = new WriteBatches(queue)
+    const order = []
+    const first = gate()
+    const run = async (w) => {
+      order.push(`write ${w}`)
+      if (w === 'a1') await first.promise
+      return w
+    }
+    const a1 = batches.write('a', 'g', 'a1', run)
+    const b1 = batches.write('b', 'g', 'b1', run) // another key: not behind a1
+    await b1
+    expect(order).toEqual(['write a1', 'write b1'])
+    const a2 = batches.write('a', 'g', 'a2', run)
+    const read = queue.read('a', async () => { order.push('read a'); return 'r' })
+    first.open()
+    await Promise.all([a1, a2, read])
+    expect(order).toEqual(['write a1', 'write b1', 'write a2', 'read a'])
+  })
+})
