@@ -64,6 +64,7 @@ async function create (options = {}) {
       metrics,
       fencer,
       holdLapseMs: o.holdLapseMs,
+      batchWrites: o.batchWrites,
       serverId: o.serverId,
       replicaDropped: (id, slice, generation) => newest.dropped(id, slice, generation),
       logger: log

@@ -51,12 +51,13 @@ class KvService {
   /**
    * @param {import('./fence-client').FenceClient} [options.fencer] sends holds and releases to other replicas
    * @param {number} [options.holdLapseMs] a hold nobody lifts lapses after this long (KeyHolds)
+   * @param {boolean} [options.batchWrites] group commit of a key's writes (write-batches.js); false: one at a time
    * @param {string} [options.serverId] names this server's write ids
    * @param {(id: string, sliceKey: number, generation: number) => boolean} [options.replicaDropped]
    *   whether a write admitted under `generation` may stop holding and fencing replica `id`:
    *   a newer map settled the key's slice without it (newest-map.js). Default: never
    */
-  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, heldReadWaitMs = 100, serverId = 'kv', replicaDropped = () => false, logger = silent }) {
+  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, heldReadWaitMs = 100, batchWrites = true, serverId = 'kv', replicaDropped = () => false, logger = silent }) {
     this.store = store
     this.replicaDropped = replicaDropped
     this.heldReadWaitMs = heldReadWaitMs // a read of a held key waits this long for the write, then reads DynamoDB
@@ -67,6 +68,7 @@ class KvService {
     this.epochs = new OwnershipEpochs()
     this.queue = new KeyQueue()
     this.batches = new WriteBatches(this.queue, () => this.metrics.batchedWrites.inc())
+    this.batchWrites = batchWrites
     this.holds = new KeyHolds({
       lapseMs: holdLapseMs,
       onLapse: (key, id) => {
@@ -186,8 +188,10 @@ class KvService {
    * arrive while the key's earlier work runs go as one (write-batches.js).
    */
   #batched (key, sliceKey, generation, replicas, written) {
+    const run = (w) => (w ? this.#put(key, sliceKey, w.value, w.contentType, generation, replicas) : this.#delete(key, sliceKey, generation, replicas))
+    if (!this.batchWrites) return this.queue.write(key, () => run(written))
     const group = `${generation} ${replicas.map((r) => `${r.id}=${r.url}`).join(' ')}`
-    return this.batches.write(key, group, written, (last) => (last ? this.#put(key, sliceKey, last.value, last.contentType, generation, replicas) : this.#delete(key, sliceKey, generation, replicas)))
+    return this.batches.write(key, group, written, run)
   }
 
   #put (key, sliceKey, value, contentType, generation, replicas) {

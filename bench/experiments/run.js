@@ -18,7 +18,7 @@ const { runScenario, environment } = require('./harness')
 const { CONTENDER_NAMES } = require('./contenders')
 const { renderReport, headline } = require('./report')
 
-const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--contenders ${CONTENDER_NAMES.join(',')}] [--strategy-options JSON] [--load-metric cost|requests] [--frontend-options JSON] [--out DIR]
+const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--contenders ${CONTENDER_NAMES.join(',')}] [--strategy-options JSON] [--load-metric cost|requests] [--frontend-options JSON] [--app-options JSON] [--out DIR]
        node bench/experiments/run.js --report DIR/experiments.json   (rebuild the HTML)
        node bench/experiments/run.js --list`
 
@@ -34,6 +34,7 @@ async function main (argv) {
       'strategy-options': { type: 'string' },
       'load-metric': { type: 'string' },
       'frontend-options': { type: 'string' },
+      'app-options': { type: 'string' },
       out: { type: 'string', default: path.join(__dirname, '..', 'results') },
       report: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false }
@@ -56,12 +57,13 @@ async function main (argv) {
   const contenders = values.contenders ? values.contenders.split(',').map((s) => s.trim()) : CONTENDER_NAMES
   const extra = jsonObjectFlag(values, 'strategy-options')
   const frontendOptions = jsonObjectFlag(values, 'frontend-options')
+  const appOptions = jsonObjectFlag(values, 'app-options') // every contender's app servers, over the scenario's
   // validate them all before running any; --strategy-options go over each scenario's chopper options
   const metric = values['load-metric']
   if (metric !== undefined && !['cost', 'requests'].includes(metric)) throw usageError(`--load-metric: expected cost or requests, got ${JSON.stringify(metric)}`)
   const scenarios = names.map((n) => loadScenario(n)).map((s) => ({
     ...s,
-    experiment: { ...s.experiment, strategyOptions: { ...s.experiment.strategyOptions, ...extra }, ...(metric ? { loadMetric: metric } : {}), frontendOptions }
+    experiment: { ...s.experiment, strategyOptions: { ...s.experiment.strategyOptions, ...extra }, ...(metric ? { loadMetric: metric } : {}), frontendOptions, appOptions: { ...s.experiment.appOptions, ...appOptions } }
   }))
   const command = ['npm run', values.all ? 'experiments' : 'experiment --', ...(values.all ? [] : names), ...(argv.filter((a) => a.startsWith('--') && a !== '--all'))].join(' ').replace(/ +/g, ' ')
   const doc = { tool: 'chopper-experiments', version: 1, command: `node bench/experiments/run.js ${argv.join(' ')}`, npmCommand: command, startedAt: new Date().toISOString(), environment: environment(), scenarios: [] }

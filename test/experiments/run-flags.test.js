@@ -10,6 +10,7 @@ describe('bench/experiments/run.js flags', () => {
   test.each([
     ['--frontend-options', '{bad', /--frontend-options: expected a JSON object, got "\{bad"/],
     ['--frontend-options', '[1]', /--frontend-options: expected a JSON object/],
+    ['--app-options', '"x"', /--app-options: expected a JSON object/],
     ['--strategy-options', 'null', /--strategy-options: expected a JSON object/],
     ['--load-metric', 'bytes', /--load-metric: expected cost or requests/]
   ])('%s %s is refused with the usage line', (flag, value, message) => {

@@ -47,7 +47,7 @@ function nextLayout (layout, rng) {
   return out
 }
 
-async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0 }) {
+async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, batchWrites = true }) {
   const closers = []
   try {
     const dynamo = await startDynalite()
@@ -60,7 +60,7 @@ async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0 }) 
       closers.push(() => redis.close())
       const s = await startApp(kv, {
         id,
-        appOptions: { dynamoEndpoint: dynamo.endpoint, table: 'kv-replicas-history', redisUrl: redis.url },
+        appOptions: { dynamoEndpoint: dynamo.endpoint, table: 'kv-replicas-history', redisUrl: redis.url, batchWrites },
         registry: new Registry(),
         consistency: 'available' // no controller here: the pushes below are the only maps
       })
@@ -190,6 +190,10 @@ describe('kv-cache history with replicated slices', () => {
     expect(batched).toBeGreaterThan(5)
     expect(check.violations).toEqual([])
     expect(check.verdict).toBe('linearizable')
+    // batchWrites: false, the same run: every write on its own
+    const alone = await runHistory({ changes: 20, seed: 3, hotShare: 0.8, batchWrites: false })
+    expect(alone.batched).toBe(0)
+    expect(alone.check.verdict).toBe('linearizable')
   }, 180000)
 
   test('with write fencing switched off, replicas serve stale values and the checker catches it', async () => {

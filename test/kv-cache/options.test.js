@@ -23,6 +23,7 @@ describe('kv-cache options', () => {
     [{ cacheTtlMs: 0 }, /invalid cacheTtlMs: expected a positive integer \(milliseconds\), got 0/],
     [{ maxValueBytes: 1.5 }, /invalid maxValueBytes/],
     [{ spawnRedis: 'yes' }, /invalid spawnRedis: expected a boolean/],
+    [{ batchWrites: 1 }, /invalid batchWrites: expected a boolean/],
     [{ serverId: 'a b' }, /invalid serverId/],
     [{ registry: {} }, /invalid registry: expected a prom-client Registry, got an object/]
   ])('%j is rejected naming the option', (bad, message) => {
