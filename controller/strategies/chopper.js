@@ -53,6 +53,10 @@ const defaults = Object.freeze({
   // it leaves only replication to balance with (docs/algorithm.md, "Replication")
   minReplicas: 1,
   maxReplicas: 0, // 0 = up to every (known) server
+  // the move phase moves a server's share of a replicated slice as it moves a slice
+  // (the server leaves the slice's set, the receiver joins it). false: replicated
+  // slices stay where replication put them, and with minReplicas 2 nothing moves at all
+  moveReplicas: true,
   // drop a replica only when the shares after the drop stay below (1 - this) x the unit:
   // a load that halves and doubles back does not flap
   replicaHysteresis: 0.5,
@@ -81,6 +85,7 @@ const checks = {
   replicaLoadFraction: expect.positive,
   minReplicas: expect.intAtLeast(1, MAX_REPLICAS),
   maxReplicas: expect.intAtLeast(0, MAX_REPLICAS),
+  moveReplicas: expect.boolean,
   replicaHysteresis: expect.fractionBelowOne,
   replicaChurnLimit: expect.nonNegative,
   replicateRatio: expect.ratio
@@ -228,7 +233,10 @@ function chopperRound (assignment, loads, opts, inputs) {
     skipOverBudget: o.skipOverBudgetSlices,
     frozen,
     base: replicated ? replicated.base : undefined,
-    baseKeys: replicated ? replicated.baseKeys : undefined
+    baseKeys: replicated ? replicated.baseKeys : undefined,
+    // a replicated slice's share moves like a slice (docs/algorithm.md, "Replication")
+    sets: replicated && o.moveReplicas ? sets : undefined,
+    setFrozen
   })
   const split = splitColumns(merged.cols, index.ids, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength, frozen, setFrozen })
 

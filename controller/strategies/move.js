@@ -33,9 +33,16 @@ const { indexServers, frozenFlags, toColumns, toWorking } = require('./columns')
  * of step 4c. Its slices stay where they are. See docs/algorithm.md,
  * "Servers with unknown load".
  *
- * Replicated slices (`rep[i] >= 0`) never move: the replication phase placed
- * them. Their per-replica shares come in as `base`, a fixed load on each of
- * their servers that every comparison above includes.
+ * Replicated slices (`rep[i] >= 0`, with `sets`): each server's *share* of
+ * one (its load / its server count) is a candidate of that server like a
+ * slice of its own, with the same rules, and moves to a receiver that does
+ * not hold the slice yet: the donor leaves the slice's set and the receiver
+ * joins it at the end (so a donor that was the primary hands that role to
+ * the next server, whose cache is warm). It costs the slice's key range, as
+ * a move does. Without `sets` (or with `moveReplicas` false) replicated
+ * slices stay where the replication phase put them; either way their shares
+ * come in as `base`, a load on each of their servers that every comparison
+ * above includes. A set with a frozen server (`setFrozen`) never moves.
  */
 
 /**
@@ -117,11 +124,19 @@ class SortedServers {
  * @param {string[]} ids server ids, sorted (owner indices refer to them)
  * @param {{ratio:number, meanRatio?:number, churnLimit:number, skipOverBudget:boolean, frozen:Uint8Array,
  *   base?:Float64Array, baseKeys?:Float64Array}} limits base, baseKeys: per server, the load
- *   and keys of the replicated slices it holds (their shares of load, all of their keys)
+ *   and keys of the replicated slices it holds (their shares of load, all of their keys);
+ *   sets, setFrozen: the round's replica sets (`rep` points into them; a moved share
+ *   changes its set in place) and whether each has a frozen server. Without sets,
+ *   replicated slices do not move
  * @returns {{ churn: number, ops: object[], stop: string }}
  */
-function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget, frozen, base, baseKeys }) {
+function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget, frozen, base, baseKeys, sets, setFrozen }) {
   const { n, start, end, owner, load: sliceLoad, rep } = c
+  // a replicated slice takes part when its sets are given and none of its servers is frozen
+  const shares = sets !== undefined
+  const movable = (i) => (rep[i] < 0 ? !frozen[owner[i]] : shares && !setFrozen[rep[i]])
+  // what a move of slice i's entry takes off its donor: all of it, or one share
+  const amountOf = (i) => (rep[i] < 0 ? sliceLoad[i] : sliceLoad[i] / sets[rep[i]].length)
   const m = ids.length
   const members = [] // every server that takes part, in id order
   for (let s = 0; s < m; s++) if (!frozen[s]) members.push(s)
@@ -136,8 +151,13 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   const length = new Int32Array(m)
   for (let i = 0; i < n; i++) {
     const o = owner[i]
-    // a frozen server's slice or a replicated one: in no list, so it never moves
-    if (frozen[o] || rep[i] >= 0) continue
+    if (rep[i] >= 0) {
+      // its shares are in `base`; each of its servers lists it when it may move
+      if (movable(i)) for (const s of sets[rep[i]]) length[s]++
+      continue
+    }
+    // a frozen server's slice: in no list, so it never moves
+    if (frozen[o]) continue
     load[o] += sliceLoad[i] // summed in key order, as the rules' figures are
     keys[o] += end[i] - start[i]
     length[o]++
@@ -152,11 +172,15 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   for (let s = 0; s < m; s++) offset[s + 1] = offset[s] + length[s]
   const list = new Int32Array(offset[m])
   const fill = offset.slice(0, m)
-  for (let i = 0; i < n; i++) if (!frozen[owner[i]] && rep[i] < 0) list[fill[owner[i]]++] = i
+  for (let i = 0; i < n; i++) {
+    if (!movable(i)) continue
+    if (rep[i] < 0) list[fill[owner[i]]++] = i
+    else for (const s of sets[rep[i]]) list[fill[s]++] = i
+  }
   // Sorted lazily, the first time a server is looked at as a donor: most
   // servers never are (the scan stops at the first donor no hotter than the
   // coolest), and sorting all of them was a tenth of a 10,000-server round.
-  const hotterSlice = (a, b) => sliceLoad[b] - sliceLoad[a] || start[a] - start[b]
+  const hotterSlice = (a, b) => amountOf(b) - amountOf(a) || start[a] - start[b]
   const sorted = new Uint8Array(m)
   const sortList = (s) => {
     list.subarray(offset[s], offset[s] + length[s]).sort(hotterSlice)
@@ -182,14 +206,15 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
       let hi = length[donor]
       while (lo < hi) {
         const mid = (lo + hi) >>> 1
-        if (load[coolest] + sliceLoad[list[base + mid]] > Math.min(load[donor], cap)) lo = mid + 1
+        if (load[coolest] + amountOf(list[base + mid]) > Math.min(load[donor], cap)) lo = mid + 1
         else hi = mid
       }
       for (let k = lo; k < length[donor]; k++) {
         const i = list[base + k]
-        const amount = sliceLoad[i]
+        const amount = amountOf(i)
         if (amount <= 0) break // the rest are idle slices
         if (end[i] - start[i] > widest) continue // could never move, whatever budget is left
+        if (rep[i] >= 0 && sets[rep[i]].includes(coolest)) continue // holds it already
         // raisesImbalance(load, donor, coolest, amount) in O(1): the donor only
         // cools, so the max grows exactly when the receiver passes it
         if (load[coolest] + amount > maxLoad) continue
@@ -224,20 +249,31 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
     const len = end[i] - start[i]
     if (churn + len > churnLimit) { stop = 'churn-limit'; break }
 
+    const amount = amountOf(i)
     list.copyWithin(base + position, base + position + 1, base + length[donor])
     length[donor]--
     // receivers never donate, so the receiver's list is not kept
     for (const s of [donor, coolest]) { byHeat.remove(s); byCool.remove(s) }
-    load[donor] -= sliceLoad[i]
+    load[donor] -= amount
     keys[donor] -= len
-    load[coolest] += sliceLoad[i]
+    load[coolest] += amount
     keys[coolest] += len
     for (const s of [donor, coolest]) { byHeat.insert(s); byCool.insert(s) }
     receiver[coolest] = 1
-    owner[i] = coolest
-    c.src[i] = -1
+    if (rep[i] >= 0) {
+      // the donor leaves the set, the receiver joins at its end; a donor that
+      // was the primary hands that role to the next server (a warm cache)
+      const set = sets[rep[i]]
+      const at = set.indexOf(donor)
+      set.copyWithin(at, at + 1)
+      set[set.length - 1] = coolest
+      owner[i] = set[0]
+    } else {
+      owner[i] = coolest
+      c.src[i] = -1
+    }
     churn += len
-    ops.push({ op: 'move', start: start[i], end: end[i], from: ids[donor], to: ids[coolest], load: sliceLoad[i], churn: len })
+    ops.push({ op: 'move', start: start[i], end: end[i], from: ids[donor], to: ids[coolest], load: amount, churn: len, ...(rep[i] >= 0 ? { replicas: sets[rep[i]].length } : {}) })
   }
   return { churn, ops, stop }
 }

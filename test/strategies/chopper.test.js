@@ -191,6 +191,7 @@ describe('chopperRound', () => {
         mergeChurnLimit: 0.2,
         moveChurnLimit: 0.2,
         moveRatio: 1.25,
+        moveReplicas: true,
         moveMeanRatio: 1.05,
         moveMeanNoise: 3,
         skipOverBudgetSlices: true,

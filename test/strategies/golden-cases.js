@@ -130,7 +130,8 @@ function summarize (r) {
  */
 const FIXTURES = {
   'chopper-golden.json': (opts) => ({ ...opts, replicate: false, moveMeanRatio: 0 }),
-  'chopper-golden-replicated.json': (opts) => ({ ...opts, moveMeanRatio: 0 }),
+  // recorded before replicated slices could move: pins that path (moveReplicas: false)
+  'chopper-golden-replicated.json': (opts) => ({ ...opts, moveMeanRatio: 0, moveReplicas: false }),
   'chopper-golden-defaults.json': (opts) => opts
 }
 

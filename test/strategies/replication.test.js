@@ -50,13 +50,63 @@ describe('replication phase', () => {
     const counts = []
     for (const L of [30, 60, 100, 1000, 5000]) {
       const { assignment, loads } = build(spec(L))
-      const r = chopper.chopperRound(withServers(assignment, 0, set), loads)
+      const r = chopper.chopperRound(withServers(assignment, 0, set), loads, { moveReplicas: false }) // the replication phase alone
       const after = serversAt(r.assignment, 0)
       expect(after.slice(0, set.length)).toEqual(set) // kept, in order; new ones appended
       set = after
       counts.push(set.length)
     }
     expect(counts).toEqual([2, 3, 4, 5, 5]) // one more per step here, then every server
+  })
+
+  describe('moves of replicated slices (moveReplicas)', () => {
+    // X [0, 1U) on [a, b] carries 120 (60 a share); Y on [c, d] 20; W on [a, b] 40.
+    // a = b = 80, c = d = 10. The unit is huge, so replication leaves every set at 2.
+    const setup = () => {
+      const { assignment, loads } = build([[1, 'a', 120], [7, 'c', 20], [8, 'a', 40]], ['b', 'd'])
+      const sets = [['a', 'b'], ['c', 'd'], ['a', 'b']]
+      return { assignment: deepFreeze({ ...assignment, slices: assignment.slices.map((sl, i) => ({ ...sl, servers: sets[i] })) }), loads }
+    }
+    const opts = { minReplicas: 2, replicaLoadFraction: 100 }
+
+    test('a server\'s share moves like a slice: the donor leaves the set, the receiver joins at its end, the next server becomes primary', () => {
+      const { assignment, loads } = setup()
+      const r = chopper.chopperRound(assignment, loads, opts)
+      validateAssignment(r.assignment) // no server twice in a set
+      const moves = opsOf(r, 'move')
+      expect(moves[0]).toEqual({ op: 'move', start: 0, end: U, from: 'a', to: 'c', load: 60, churn: U, replicas: 2 })
+      // then b, the next hottest, gives its share to d: X ends on [c, d], still two servers
+      expect(moves[1]).toEqual({ op: 'move', start: 0, end: U, from: 'b', to: 'd', load: 60, churn: U, replicas: 2 })
+      expect(serversAt(r.assignment, 0)).toEqual(['c', 'd'])
+      for (const sl of r.assignment.slices) expect(sl.servers).toHaveLength(2)
+      expect(r.imbalance.after).toBeLessThan(r.imbalance.before)
+      expect(r.churn.move).toBe(2 * U)
+      expect(r.churn.total).toBe(keyChurn(assignment, r.assignment))
+    })
+
+    test('a primary that gives its share away hands the role to the next server', () => {
+      // as above, but b is cool: only a donates X's share
+      const { assignment, loads } = build([[1, 'a', 120], [7, 'c', 20], [8, 'a', 40]], ['b', 'd'])
+      const sets = [['a', 'b'], ['c', 'd'], ['a', 'd']]
+      const a = { ...assignment, slices: assignment.slices.map((sl, i) => ({ ...sl, servers: sets[i] })) }
+      const r = chopper.chopperRound(a, loads, opts)
+      expect(opsOf(r, 'move')[0]).toEqual(expect.objectContaining({ start: 0, from: 'a', to: 'c', replicas: 2 }))
+      expect(serversAt(r.assignment, 0)).toEqual(['b', 'c'])
+    })
+
+    test('never onto a server that holds the slice already; frozen sets and moveReplicas: false stay put', () => {
+      const { assignment, loads } = setup()
+      // with c and d frozen, the only receivers are a and b, which hold X: nothing can move
+      const frozen = chopper.chopperRound(assignment, loads, opts, { unknownServers: ['c', 'd'] })
+      expect(opsOf(frozen, 'move')).toEqual([])
+      // b's load unknown: X's and W's sets have a frozen server, so neither moves
+      const stale = chopper.chopperRound(assignment, loads, opts, { unknownServers: ['b'] })
+      expect(opsOf(stale, 'move').filter((m) => m.replicas)).toEqual([])
+      expect(serversAt(stale.assignment, 0)).toEqual(['a', 'b'])
+      const off = chopper.chopperRound(assignment, loads, { ...opts, moveReplicas: false })
+      expect(opsOf(off, 'move')).toEqual([])
+      expect(serversAt(off.assignment, 0)).toEqual(['a', 'b'])
+    })
   })
 
   test('maxReplicas caps the count; minReplicas is a floor for every slice', () => {
@@ -102,9 +152,9 @@ describe('replication phase', () => {
     // X on [a, e, b]; e is the busiest of the secondaries (b: 10, e: 60)
     const { assignment, loads } = build([[1, 'a', 0.5], [3, 'a', 10], [3, 'b', 10], [3, 'c', 10], [3, 'd', 10], [3, 'e', 60]])
     const start = withServers(assignment, 0, ['a', 'e', 'b'])
-    const r = chopper.chopperRound(start, loads)
+    const r = chopper.chopperRound(start, loads, { moveReplicas: false }) // the replication phase alone
     expect(opsOf(r, 'unreplicate')[0]).toEqual(expect.objectContaining({ start: 0, servers: ['e', 'b'] }))
-    const two = chopper.chopperRound(withServers(assignment, 0, ['a', 'e', 'b']), loads, { minReplicas: 2, replicaChurnLimit: 0 })
+    const two = chopper.chopperRound(withServers(assignment, 0, ['a', 'e', 'b']), loads, { minReplicas: 2, replicaChurnLimit: 0, moveReplicas: false })
     expect(serversAt(two.assignment, 0)).toEqual(['a', 'b'])
   })
 
