@@ -17,9 +17,9 @@ const { pollUntil } = require('../../core/poll')
  * ('p2c', power of two choices on in-flight requests).
  */
 const CONTENDERS = Object.freeze({
-  chopper: { label: 'Chopper', router: 'chopper front end', strategy: 'chopper', replication: 'on (strategy default)' },
+  chopper: { label: 'Chopper', router: 'chopper front end', strategy: 'chopper', replication: 'on (strategy default: a standby for every slice, more for hot ones)' },
   'chopper-single': { label: 'Chopper, no replication', router: 'chopper front end', strategy: 'chopper', strategyOptions: Object.freeze({ replicate: false }), replication: 'off' },
-  'chopper-standby': { label: 'Chopper, standby replica everywhere', router: 'chopper front end', strategy: 'chopper', strategyOptions: Object.freeze({ minReplicas: 2 }), replication: 'minReplicas 2' },
+  'chopper-hot-only': { label: 'Chopper, replicas for hot slices only', router: 'chopper front end', strategy: 'chopper', strategyOptions: Object.freeze({ minReplicas: 1 }), replication: 'minReplicas 1 (Slicer: only what is hot)' },
   'consistent-hash': { label: 'Consistent hashing', router: 'chopper front end', strategy: 'consistent-hash' },
   'haproxy-ch': { label: 'HAProxy consistent hash', router: 'HAProxy', balance: 'balance url_param key + hash-type consistent' },
   'haproxy-bounded': { label: 'HAProxy bounded loads', router: 'HAProxy', balance: 'hash-type consistent + hash-balance-factor 125' },

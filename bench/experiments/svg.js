@@ -4,7 +4,7 @@
 const COLORS = Object.freeze({
   chopper: '#d62728',
   'chopper-single': '#ff7f0e',
-  'chopper-standby': '#e377c2',
+  'chopper-hot-only': '#e377c2',
   'consistent-hash': '#1f77b4',
   'haproxy-ch': '#9467bd',
   'haproxy-bounded': '#2ca02c',

@@ -48,10 +48,11 @@ const defaults = Object.freeze({
   // at least the mean slice load): shares no bigger than moveRatio - 1 of the mean
   // can always be packed within moveRatio x the mean (docs/algorithm.md, "Replication")
   replicaLoadFraction: 0.25,
-  // 1: replicate only what is hot (Slicer). 2 gives every slice a standby that the front ends
-  // spill to per request, as bounded-load hashing does, but replicated slices never move, so
-  // it leaves only replication to balance with (docs/algorithm.md, "Replication")
-  minReplicas: 1,
+  // every slice on at least 2 servers: a standby that the front ends spill to per request, as
+  // bounded-load hashing does, so a key that turns hot is spread at once, not a period later;
+  // ties go to the primary (cache affinity). Hot slices still grow past it. 1: replicate only
+  // what is hot (Slicer) (docs/algorithm.md, "Replication")
+  minReplicas: 2,
   maxReplicas: 0, // 0 = up to every (known) server
   // the move phase moves a server's share of a replicated slice as it moves a slice
   // (the server leaves the slice's set, the receiver joins it). false: replicated

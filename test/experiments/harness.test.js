@@ -11,7 +11,7 @@ const { CONTENDER_NAMES } = require('../../bench/experiments/contenders')
 const { affinityOf, recoveryPeriods, controllerRecoveryPeriods, errorsOf } = require('../../bench/experiments/metrics')
 const { headline, renderReport } = require('../../bench/experiments/report')
 
-const CONTROLLED = ['chopper', 'chopper-single', 'chopper-standby', 'consistent-hash']
+const CONTROLLED = ['chopper', 'chopper-single', 'chopper-hot-only', 'consistent-hash']
 
 // A tiny compute scenario: two 1 s phases with different hot keys, 2 servers at ~50 % of the modelled capacity.
 const tiny = {

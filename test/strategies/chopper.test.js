@@ -200,7 +200,7 @@ describe('chopperRound', () => {
         replicate: true,
         replicateRatio: 1.1,
         replicaLoadFraction: 0.25,
-        minReplicas: 1,
+        minReplicas: 2,
         maxReplicas: 0,
         replicaHysteresis: 0.5,
         replicaChurnLimit: 1

@@ -348,6 +348,6 @@ describe('a standby replica for every slice (minReplicas 2)', () => {
     for (const s of next.slices) expect(s.servers.length).toBeGreaterThanOrEqual(2)
     expect(real.initial({ a: servers3.a }, o).slices[0].servers).toEqual(['a']) // capped at the server count
     expect(real.initial(servers3, { ...o, replicate: false }).slices.map((s) => s.servers.length)).toEqual([1, 1, 1])
-    expect(real.initial(servers3).slices.map((s) => s.servers.length)).toEqual([1, 1, 1]) // the default: 1
+    expect(real.initial(servers3).slices.map((s) => s.servers.length)).toEqual([2, 2, 2]) // the default: 2
   })
 })
