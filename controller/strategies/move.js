@@ -36,7 +36,9 @@ const { indexServers, frozenFlags, toColumns, toWorking } = require('./columns')
  * Replicated slices (`rep[i] >= 0`, with `sets`): each server's *share* of
  * one (its load / its server count) is a candidate of that server like a
  * slice of its own, with the same rules, and moves to a receiver that does
- * not hold the slice yet: the donor leaves the slice's set and the receiver
+ * not hold the slice yet, and only when every other server of the slice is at
+ * or above the mean (below it, the front ends already spill the donor's load
+ * there, request by request): the donor leaves the slice's set and the receiver
  * joins it at the end (so a donor that was the primary hands that role to
  * the next server, whose cache is warm). It costs the slice's key range, as
  * a move does. Without `sets` (or with `moveReplicas` false) replicated
@@ -214,7 +216,7 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
         const amount = amountOf(i)
         if (amount <= 0) break // the rest are idle slices
         if (end[i] - start[i] > widest) continue // could never move, whatever budget is left
-        if (rep[i] >= 0 && sets[rep[i]].includes(coolest)) continue // holds it already
+        if (rep[i] >= 0 && (sets[rep[i]].includes(coolest) || spillable(i, donor))) continue
         // raisesImbalance(load, donor, coolest, amount) in O(1): the donor only
         // cools, so the max grows exactly when the receiver passes it
         if (load[coolest] + amount > maxLoad) continue
@@ -229,6 +231,15 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   // mean, so hottest/coolest < ratio alone leaves the hottest up to ratio x the mean.
   let total = 0
   for (const s of members) total += load[s]
+  const mean = total / members.length
+  // The front ends already move a replicated slice's load between its servers,
+  // request by request, towards the less busy one: while another of them is
+  // below the mean, the donor's share can go there without a move (which would
+  // cost a cold cache); only a slice whose servers are all busy moves.
+  const spillable = (i, donor) => {
+    for (const s of sets[rep[i]]) if (s !== donor && load[s] < mean) return true
+    return false
+  }
   const ceiling = meanRatio > 0 ? meanRatio * total / members.length : Infinity
   let churn = 0
   let stop = 'max-moves'

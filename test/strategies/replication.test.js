@@ -94,6 +94,24 @@ describe('replication phase', () => {
       expect(serversAt(r.assignment, 0)).toEqual(['b', 'c'])
     })
 
+    test('a share whose slice has another server below the mean stays: the front ends spill to it, no move needed', () => {
+      // X [0, 1U) on [a, b] carries 60 (30 a share); V [1U, 8U) on a alone carries 60 but is
+      // wider than the move budget; no budget for new replicas, so the sets stay as given.
+      const o = { ...opts, replicaChurnLimit: 0 }
+      const round = (spec, extra, sets) => {
+        const { assignment, loads } = build(spec, extra)
+        return chopper.chopperRound({ ...assignment, slices: assignment.slices.map((sl, i) => ({ ...sl, servers: sets[i] })) }, loads, o)
+      }
+      // a: 30 + 60 = 90, b: 30, c = d = 10; mean 35. b is below it: X stays where it is
+      const cool = round([[1, 'a', 60], [7, 'a', 60], [8, 'c', 20]], ['b', 'd'], [['a', 'b'], ['a'], ['c', 'd']])
+      expect(opsOf(cool, 'move')).toEqual([])
+      expect(serversAt(cool.assignment, 0)).toEqual(['a', 'b'])
+      // the same with b busy (a 40 of its own: b at 70, mean 45): X's share goes to the coolest
+      const busy = round([[1, 'a', 60], [7, 'a', 60], [4, 'b', 40], [4, 'c', 20]], ['d'], [['a', 'b'], ['a'], ['b'], ['c', 'd']])
+      expect(opsOf(busy, 'move')[0]).toEqual(expect.objectContaining({ start: 0, from: 'a', to: 'c', load: 30, replicas: 2 }))
+      expect(serversAt(busy.assignment, 0)).toEqual(['b', 'c'])
+    })
+
     test('never onto a server that holds the slice already; frozen sets and moveReplicas: false stay put', () => {
       const { assignment, loads } = setup()
       // with c and d frozen, the only receivers are a and b, which hold X: nothing can move
