@@ -3,7 +3,7 @@
 const crypto = require('node:crypto')
 const { performance } = require('node:perf_hooks')
 const { KeyQueue } = require('./key-queue')
-const { WriteBatches } = require('./write-batches')
+const { WriteBatches, queueAnswered } = require('./write-batches')
 const { KeyHolds } = require('./key-holds')
 const { OwnershipEpochs } = require('./ownership-epochs')
 const { FencedWriteError, InvalidArgumentError, ReplicaUnavailableError, StoreUnavailableError, WriteIndeterminateError } = require('../../core/errors')
@@ -69,6 +69,7 @@ class KvService {
     this.queue = new KeyQueue()
     this.batches = new WriteBatches(this.queue, () => this.metrics.batchedWrites.inc())
     this.batchWrites = batchWrites
+    this.releases = new Set() // releases still going on after their writes were answered
     this.holds = new KeyHolds({
       lapseMs: holdLapseMs,
       onLapse: (key, id) => {
@@ -189,7 +190,7 @@ class KvService {
    */
   #batched (key, sliceKey, generation, replicas, written) {
     const run = (w) => (w ? this.#put(key, sliceKey, w.value, w.contentType, generation, replicas) : this.#delete(key, sliceKey, generation, replicas))
-    if (!this.batchWrites) return this.queue.write(key, () => run(written))
+    if (!this.batchWrites) return queueAnswered(this.queue, key, () => run(written))
     const group = `${generation} ${replicas.map((r) => `${r.id}=${r.url}`).join(' ')}`
     return this.batches.write(key, group, written, run)
   }
@@ -241,13 +242,23 @@ class KvService {
    * - DynamoDB failed (503): the write may still land, so the holds are left
    *   to lapse (holdLapseMs, longer than any DynamoDB write): until then
    *   every replica reads the key from DynamoDB.
+   * - Once DynamoDB and this server's cache hold the value, this server lifts
+   *   its own hold and the write is answered, before the releases: every
+   *   other replica is still held (it reads DynamoDB, or waits for its
+   *   release), so no read anywhere can return the old value. The releases
+   *   go on in `after`, which the key's queue waits for before the next write.
+   *   This needs every hold still in place when the write landed: a write
+   *   answered within `holdLapseMs` of its first hold has that, as holds
+   *   lapse no sooner.
    * - A release that does not reach a replica leaves it held until the lapse,
    *   which is safe when the write was acknowledged before the lapse: logged
-   *   and counted, the write is acknowledged. Past the lapse (never with the
-   *   default options) the write answers 503 CHOPPER_ERR_WRITE_INDETERMINATE.
+   *   and counted. A write that reaches that point only past the lapse (never
+   *   with the default options) waits for its releases, and if one failed it
+   *   answers 503 CHOPPER_ERR_WRITE_INDETERMINATE.
+   * @returns {Promise<{ value: bigint, after: Promise<void>|null }>} the version, and the releases (never rejects)
    */
   async #replicated (op, key, sliceKey, generation, replicas, written, fn) {
-    if (replicas.length === 0 || this.fencer === null) return fn()
+    if (replicas.length === 0 || this.fencer === null) return { value: await fn(), after: null }
     const fenceId = this.fenceIds + (this.fenceSeq++).toString(36)
     const what = { key, generation, fenceId, dropped: (target) => this.replicaDropped(target.id, sliceKey, generation) }
     const t0 = performance.now()
@@ -276,21 +287,34 @@ class KvService {
       // Otherwise the write may still land: every hold stays until it lapses.
       throw err
     }
+    // DynamoDB and our cache hold the value: our own reads may serve it now.
+    this.holds.remove(key, fenceId)
+    const early = performance.now() - t0 < this.holds.lapseMs
     // A put hands the replicas its value, cached at the new version (write-through: the
     // next read there is a hit); a delete leaves a bare fence (a miss that refuses older fills).
-    const released = await this.fencer.send('release', held.ok, { ...what, version: ver, ...(written || {}) })
-    this.holds.remove(key, fenceId)
-    if (released.failed.length > 0) {
-      const ms = performance.now() - t0
-      const ids = released.failed.map((f) => f.target.id)
+    const released = this.fencer.send('release', held.ok, { ...what, version: ver, ...(written || {}) }).then((r) => {
+      if (r.failed.length === 0) return null
+      const ids = r.failed.map((f) => f.target.id)
       this.metrics.replicatedWriteFailures.inc({ op, phase: 'release' })
-      if (ms >= this.holds.lapseMs) {
-        this.logger.error({ key, op, fenceId, replicas: ids, ms }, 'write applied, but a replica could be neither fenced nor was it still held: it may serve the previous value')
-        throw new WriteIndeterminateError(`write to key ${JSON.stringify(key)} was applied, but replica ${ids.join(', ')} could not be fenced within its hold (${Math.round(ms)} ms) and may serve the previous value until its cache entry expires`)
-      }
-      this.logger.warn({ key, op, fenceId, replicas: ids, reasons: released.failed.map((f) => f.reason) }, 'write applied; a replica could not be fenced and stays held (reads from DynamoDB) until its hold lapses')
+      if (early) this.logger.warn({ key, op, fenceId, replicas: ids, reasons: r.failed.map((f) => f.reason) }, 'write applied; a replica could not be fenced and stays held (reads from DynamoDB) until its hold lapses')
+      return ids
+    }, (err) => {
+      this.logger.error({ err, key, op, fenceId }, 'release of a write hold failed; the replicas stay held until their holds lapse')
+      return held.ok.map((t) => t.id)
+    })
+    if (early) {
+      const after = released.then(() => {})
+      this.releases.add(after)
+      after.finally(() => this.releases.delete(after))
+      return { value: ver, after }
     }
-    return ver
+    const failed = await released
+    if (failed) {
+      const ms = performance.now() - t0
+      this.logger.error({ key, op, fenceId, replicas: failed, ms }, 'write applied, but a replica could be neither fenced nor was it still held: it may serve the previous value')
+      throw new WriteIndeterminateError(`write to key ${JSON.stringify(key)} was applied, but replica ${failed.join(', ')} could not be fenced within its hold (${Math.round(ms)} ms) and may serve the previous value until its cache entry expires`)
+    }
+    return { value: ver, after: null }
   }
 
   /**
@@ -411,9 +435,9 @@ class KvService {
     drop.finally(() => this.drops.delete(drop))
   }
 
-  /** Wait for background range drops (before closing the cache); lift every hold. */
+  /** Wait for background range drops and releases (before closing the cache); lift every hold. */
   async settle () {
-    await Promise.all([...this.drops])
+    await Promise.all([...this.drops, ...this.releases])
     this.holds.clear()
   }
 }

@@ -37,7 +37,8 @@ class WriteBatches {
    * @param {string} key
    * @param {string} group writes join a waiting batch only of the same group
    * @param {W} w
-   * @param {(last: W) => Promise<R>} run runs a batch as its last write
+   * @param {(last: W) => Promise<{ value: R, after: Promise<void>|null }>} run runs a batch as
+   *   its last write (see queueAnswered)
    * @returns {Promise<R>}
    */
   write (key, group, w, run) {
@@ -49,7 +50,7 @@ class WriteBatches {
     }
     const batch = { group, last: w, promise: null }
     this.waiting.set(key, batch)
-    batch.promise = this.queue.write(key, () => {
+    batch.promise = queueAnswered(this.queue, key, () => {
       // its turn: closed to later writes, which start the next batch
       if (this.waiting.get(key) === batch) this.waiting.delete(key)
       return run(batch.last)
@@ -63,4 +64,31 @@ class WriteBatches {
   }
 }
 
-module.exports = { WriteBatches }
+/**
+ * Run `fn` in `key`'s turn of `queue`. `fn` resolves with the write's answer
+ * (`value`) and what must still finish before the key's next operation
+ * (`after`, which never rejects; null: nothing): the returned promise settles
+ * with the answer at once, while the queue waits for `after` too.
+ * @template R
+ * @param {import('./key-queue').KeyQueue} queue
+ * @param {string} key
+ * @param {() => Promise<{ value: R, after: Promise<void>|null }>} fn
+ * @returns {Promise<R>}
+ */
+function queueAnswered (queue, key, fn) {
+  return new Promise((resolve, reject) => {
+    queue.write(key, async () => {
+      let r
+      try {
+        r = await fn()
+      } catch (err) {
+        reject(err)
+        return
+      }
+      resolve(r.value)
+      if (r.after) await r.after
+    })
+  })
+}
+
+module.exports = { WriteBatches, queueAnswered }

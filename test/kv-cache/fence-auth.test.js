@@ -3,6 +3,7 @@
 const { fenceContext } = require('../../apps/kv-cache/fence-client')
 const { signRequest } = require('../../core/cluster-auth')
 const { useKvStack, registryValue, kvUrl, call } = require('./harness')
+const { pollUntil } = require('../../core/poll')
 
 /**
  * Replica fences with a cluster token (docs/security.md): the primary signs
@@ -57,6 +58,8 @@ describe('kv-cache fences with a cluster token', () => {
     const { A, B } = await replicaSet()
     const put = await call(kvUrl(A.url, 'k1'), { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'v1' })
     expect(put.status).toBe(204)
+    // the write is answered before its release (kv-service.js): wait for that
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release to finish' })
     expect(await registryValue(B.registry, 'chopper_kv_fences_received_total', { phase: 'hold' })).toBe(1)
     expect(await registryValue(B.registry, 'chopper_kv_fences_received_total', { phase: 'release' })).toBe(1)
     expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'release', outcome: 'ok' })).toBe(1)

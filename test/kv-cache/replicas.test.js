@@ -107,6 +107,7 @@ describe('kv-cache with replicated slices', () => {
   test('a replica\'s fill that read DynamoDB before a write never lands in its cache afterwards', async () => {
     const { nodes: { A, B } } = await replicaSet({ ids: ['A', 'B'] })
     await putText(kvUrl(A.url, 'k3'), 'v1')
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' }) // answered before it
     await B.kv.service.cache.del('k3', sliceKey('k3')) // the release cached v1 there: make B fill from DynamoDB
     const read = gate()
     const resume = gate()
@@ -174,6 +175,40 @@ describe('kv-cache with replicated slices', () => {
     expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { outcome: 'failed' })).toBe(0)
   })
 
+  test('a write is answered once DynamoDB and the primary hold it, before its releases; the primary serves it at once, a replica still held reads DynamoDB', async () => {
+    const hung = []
+    let holdBack = true
+    const hangReleases = (req, res) => {
+      if (!holdBack || !isFence(req) || req.headers['x-kv-fence'] !== 'release') return false
+      hung.push(res) // the release to C is still out
+      return true
+    }
+    const { nodes: { A, C } } = await replicaSet({ options: { fenceTimeoutMs: 10000 }, intercept: { C: hangReleases } })
+    try {
+      const put = await putText(kvUrl(A.url, 'k20'), 'v1')
+      expect(put.status).toBe(204)
+      await pollUntil(() => hung.length === 1, { what: 'C to receive the release' })
+      expect(A.kv.service.releases.size).toBe(1) // answered while C's release is unanswered
+      expect(A.kv.service.holds.held('k20')).toBe(false) // the primary lifted its own hold
+      expect(await get(A, 'k20')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
+      expect(C.kv.service.holds.held('k20')).toBe(true)
+      expect(await get(C, 'k20')).toEqual({ status: 200, body: 'v1', outcome: 'miss' }) // from DynamoDB
+      // the key's next write waits for the release still out
+      let second = null
+      putText(kvUrl(A.url, 'k20'), 'v2').then((r) => { second = r })
+      await pollUntil(() => A.kv.service.queue.size > 0, { what: 'the second write to queue' })
+      expect(second).toBe(null)
+      holdBack = false
+      for (const res of hung.splice(0)) res.socket.destroy() // the release is retried, and arrives
+      await pollUntil(() => second !== null, { what: 'the second write, after the first release' })
+      expect(second.status).toBe(204)
+      await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v2' })
+      expect(await get(C, 'k20')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
+    } finally {
+      for (const res of hung) res.socket.destroy()
+    }
+  })
+
   test('a release that never arrives: the write is acknowledged, counted, and that replica reads DynamoDB until its hold lapses', async () => {
     const dropRelease = (req) => {
       if (!isFence(req) || req.headers['x-kv-fence'] !== 'release') return false
@@ -184,6 +219,8 @@ describe('kv-cache with replicated slices', () => {
     await putText(kvUrl(A.url, 'k7'), 'v1')
     expect(C.kv.service.holds.held('k7')).toBe(true)
     expect((await putText(kvUrl(A.url, 'k7'), 'v2')).status).toBe(204)
+    // answered before its release, which fails after fenceTimeoutMs
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v2 to give up' })
     expect(await registryValue(A.registry, 'chopper_kv_replicated_write_failures_total', { op: 'put', phase: 'release' })).toBe(2)
     for (let i = 0; i < 2; i++) expect(await get(C, 'k7')).toEqual({ status: 200, body: 'v2', outcome: 'miss' })
   })

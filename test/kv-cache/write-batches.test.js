@@ -1,7 +1,7 @@
 'use strict'
 
 const { KeyQueue } = require('../../apps/kv-cache/key-queue')
-const { WriteBatches } = require('../../apps/kv-cache/write-batches')
+const { WriteBatches, queueAnswered } = require('../../apps/kv-cache/write-batches')
 
 /** A write the test finishes by hand. */
 function gate () {
@@ -20,7 +20,7 @@ describe('WriteBatches: group commit of one key\'s writes', () => {
     const run = async (w) => {
       ran.push(w)
       if (w === 'a') await first.promise
-      return `applied ${w}`
+      return { value: `applied ${w}`, after: null }
     }
     const a = batches.write('k', 'g', 'a', run)
     // 'a' started at once (nothing ahead of it): not open to later writes
@@ -48,7 +48,7 @@ describe('WriteBatches: group commit of one key\'s writes', () => {
     const run = async (w) => {
       ran.push(w)
       if (w.v === 1) await first.promise
-      return w.v
+      return { value: w.v, after: null }
     }
     const p1 = batches.write('k', 'gen1', { v: 1 }, run)
     const p2 = batches.write('k', 'gen1', { v: 2 }, run)
@@ -66,7 +66,7 @@ describe('WriteBatches: group commit of one key\'s writes', () => {
     const run = async (w) => {
       if (w === 'a') await first.promise
       if (w === 'c') throw Object.assign(new Error('fenced'), { code: 'X' })
-      return w
+      return { value: w, after: null }
     }
     const a = batches.write('k', 'g', 'a', run)
     const b = batches.write('k', 'g', 'b', run)
@@ -86,7 +86,7 @@ describe('WriteBatches: group commit of one key\'s writes', () => {
     const run = async (w) => {
       order.push(`write ${w}`)
       if (w === 'a1') await first.promise
-      return w
+      return { value: w, after: null }
     }
     const a1 = batches.write('a', 'g', 'a1', run)
     const b1 = batches.write('b', 'g', 'b1', run) // another key: not behind a1
@@ -97,5 +97,37 @@ describe('WriteBatches: group commit of one key\'s writes', () => {
     first.open()
     await Promise.all([a1, a2, read])
     expect(order).toEqual(['write a1', 'write b1', 'write a2', 'read a'])
+  })
+
+  test('a write is answered as soon as it is applied; the key\'s next write waits for what comes after (the releases)', async () => {
+    const queue = new KeyQueue()
+    const batches = new WriteBatches(queue)
+    const releases = gate()
+    const order = []
+    const run = async (w) => {
+      order.push(`apply ${w}`)
+      const after = w === 'a' ? releases.promise.then(() => { order.push('released a') }) : null
+      return { value: w, after }
+    }
+    const a = batches.write('k', 'g', 'a', run)
+    expect(await a).toBe('a') // answered while its release is still out
+    const b = batches.write('k', 'g', 'b', run)
+    const read = queue.read('k', async () => { order.push('read'); return null })
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(order).toEqual(['apply a']) // b and the read wait for a's release
+    releases.open()
+    expect(await b).toBe('b')
+    await read
+    expect(order).toEqual(['apply a', 'released a', 'apply b', 'read'])
+    // without batching, queueAnswered alone does the same
+    const c = gate()
+    const alone = queueAnswered(queue, 'k', async () => ({ value: 'c', after: c.promise }))
+    expect(await alone).toBe('c')
+    let next = false
+    const d = queueAnswered(queue, 'k', async () => { next = true; return { value: 'd', after: null } })
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(next).toBe(false)
+    c.open()
+    expect(await d).toBe('d')
   })
 })
