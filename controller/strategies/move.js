@@ -37,8 +37,8 @@ const { indexServers, frozenFlags, toColumns, toWorking } = require('./columns')
  * one (its load / its server count) is a candidate of that server like a
  * slice of its own, with the same rules, and moves to a receiver that does
  * not hold the slice yet, and only when every other server of the slice is at
- * or above the mean (below it, the front ends already spill the donor's load
- * there, request by request): the donor leaves the slice's set and the receiver
+ * or above the mean as the phase starts (below it, the front ends already
+ * spill the donor's load there, request by request): the donor leaves the slice's set and the receiver
  * joins it at the end (so a donor that was the primary hands that role to
  * the next server, whose cache is warm). It costs the slice's key range, as
  * a move does. Without `sets` (or with `moveReplicas` false) replicated
@@ -153,11 +153,7 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   const length = new Int32Array(m)
   for (let i = 0; i < n; i++) {
     const o = owner[i]
-    if (rep[i] >= 0) {
-      // its shares are in `base`; each of its servers lists it when it may move
-      if (movable(i)) for (const s of sets[rep[i]]) length[s]++
-      continue
-    }
+    if (rep[i] >= 0) continue // its shares are in `base`; listed below
     // a frozen server's slice: in no list, so it never moves
     if (frozen[o]) continue
     load[o] += sliceLoad[i] // summed in key order, as the rules' figures are
@@ -170,6 +166,28 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
       keys[s] += baseKeys[s]
     }
   }
+  // A server's share of a replicated slice is listed only when every other
+  // server of the slice is at or above the mean as the phase starts: the front
+  // ends already move the load of a replicated slice between its servers,
+  // request by request, towards the less busy one, so while one of them is
+  // below the mean the share can go there without a move (which would cost a
+  // cold cache). Decided once, so the scan never wades through refusals.
+  let startTotal = 0
+  for (const s of members) startTotal += load[s]
+  const startMean = startTotal / members.length
+  const listed = (i, s) => {
+    for (const x of sets[rep[i]]) if (x !== s && load[x] < startMean) return false
+    return true
+  }
+  // what each server holds, listed or not, for the "fewer than two slices" donor rule
+  const holds = length.slice()
+  for (let i = 0; i < n; i++) {
+    if (rep[i] < 0 || !movable(i)) continue
+    for (const s of sets[rep[i]]) {
+      holds[s]++
+      if (listed(i, s)) length[s]++
+    }
+  }
   const offset = new Int32Array(m + 1)
   for (let s = 0; s < m; s++) offset[s + 1] = offset[s] + length[s]
   const list = new Int32Array(offset[m])
@@ -177,7 +195,7 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   for (let i = 0; i < n; i++) {
     if (!movable(i)) continue
     if (rep[i] < 0) list[fill[owner[i]]++] = i
-    else for (const s of sets[rep[i]]) list[fill[s]++] = i
+    else for (const s of sets[rep[i]]) if (listed(i, s)) list[fill[s]++] = i
   }
   // Sorted lazily, the first time a server is looked at as a donor: most
   // servers never are (the scan stops at the first donor no hotter than the
@@ -199,7 +217,7 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
     for (let p = 0; p < byHeat.size; p++) {
       const donor = byHeat.a[p]
       if (load[donor] <= load[coolest]) break // no hotter donor left
-      if (donor === coolest || receiver[donor] || length[donor] < 2) continue
+      if (donor === coolest || receiver[donor] || holds[donor] < 2 || length[donor] === 0) continue
       if (!sorted[donor]) sortList(donor)
       // slices are sorted hottest first, so "receiver would end hotter than the
       // donor was" holds for a prefix: binary-search past it
@@ -216,7 +234,7 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
         const amount = amountOf(i)
         if (amount <= 0) break // the rest are idle slices
         if (end[i] - start[i] > widest) continue // could never move, whatever budget is left
-        if (rep[i] >= 0 && (sets[rep[i]].includes(coolest) || spillable(i, donor))) continue
+        if (rep[i] >= 0 && sets[rep[i]].includes(coolest)) continue // holds it already
         // raisesImbalance(load, donor, coolest, amount) in O(1): the donor only
         // cools, so the max grows exactly when the receiver passes it
         if (load[coolest] + amount > maxLoad) continue
@@ -231,15 +249,6 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   // mean, so hottest/coolest < ratio alone leaves the hottest up to ratio x the mean.
   let total = 0
   for (const s of members) total += load[s]
-  const mean = total / members.length
-  // The front ends already move a replicated slice's load between its servers,
-  // request by request, towards the less busy one: while another of them is
-  // below the mean, the donor's share can go there without a move (which would
-  // cost a cold cache); only a slice whose servers are all busy moves.
-  const spillable = (i, donor) => {
-    for (const s of sets[rep[i]]) if (s !== donor && load[s] < mean) return true
-    return false
-  }
   const ceiling = meanRatio > 0 ? meanRatio * total / members.length : Infinity
   let churn = 0
   let stop = 'max-moves'
@@ -263,6 +272,7 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
     const amount = amountOf(i)
     list.copyWithin(base + position, base + position + 1, base + length[donor])
     length[donor]--
+    holds[donor]--
     // receivers never donate, so the receiver's list is not kept
     for (const s of [donor, coolest]) { byHeat.remove(s); byCool.remove(s) }
     load[donor] -= amount

