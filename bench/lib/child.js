@@ -11,7 +11,7 @@ const live = new Set()
  * IPC: `call(type, payload)` resolves the handler's return value. The child
  * exits when the IPC channel goes away, so a parent that dies takes its
  * children with it; `close()` also sends SIGTERM and, after `killAfterMs`,
- * SIGKILL.
+ * SIGKILL; `shutdown()` first asks it to close (its `close` handler).
  *
  * @param {string} script absolute path of the child script
  * @param {{ args?: string[], execArgv?: string[], callTimeoutMs?: number }} [options]
@@ -62,7 +62,21 @@ function forkChild (script, { args = [], execArgv = [], callTimeoutMs = 30000 } 
     return exited
   }
 
-  return { pid: child.pid, call, close, exited }
+  /**
+   * Ask the child to stop its work (a `close` message, which its handler
+   * answers), then end the process as close() does. A child that does not
+   * answer in time is ended all the same.
+   */
+  async function shutdown (closeTimeoutMs = callTimeoutMs, killAfterMs = 5000) {
+    try {
+      await call('close', {}, closeTimeoutMs)
+    } catch {
+      // ended below
+    }
+    await close(killAfterMs)
+  }
+
+  return { pid: child.pid, call, close, shutdown, exited }
 }
 
 /** SIGKILL every child still running (for exit and signal handlers). */

@@ -25,14 +25,7 @@ async function startDynaliteProcess () {
   return {
     endpoint: ready.endpoint,
     pid: child.pid,
-    async close () {
-      try {
-        await child.call('close', {}, 10000)
-      } catch {
-        // killed below
-      }
-      await child.close(5000)
-    }
+    close: () => child.shutdown(10000)
   }
 }
 
