@@ -64,7 +64,9 @@ function describe (req, key, token, slice) {
  * tracks it as in flight until the response closes (a handoff waits for it),
  * sets `req.sliceKey`, `req.chopperGeneration` (the generation it was
  * admitted under: a fencing token for the app's writes), `req.chopperReplicas`
- * (the slice's servers under that map, primary first) and `X-Served-By`, and
+ * (the slice's servers under that map, primary first), `X-Served-By` and, as
+ * the answer's head is written, `X-Chopper-Inflight` (admitted requests not
+ * yet answered, this one included: front ends weigh replicas by it), and
  * calls the app. When the response closes, the request's cost goes to its
  * slice's range in the map that admitted it.
  * @param {import('./shard-guard').ShardGuard} guard
@@ -88,6 +90,7 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
   function admittedWall (req, res, next, key, slice) {
     let write = isWrite(req.method)
     const token = guard.begin(write)
+    reportInflight(res)
     const t0 = performance.now()
     if (write) req[SETTLE] = () => { if (write) { write = false; guard.settle(token) } }
     res.once('close', () => {
@@ -101,6 +104,7 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
   function admittedCpu (req, res, next, key, slice) {
     let write = isWrite(req.method)
     const token = guard.begin(write)
+    reportInflight(res)
     let cpuMs = 0
     if (write) req[SETTLE] = () => { if (write) { write = false; guard.settle(token) } }
     res.once('close', () => {
@@ -115,6 +119,19 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
   }
 
   const admitted = cost === 'cpu' ? admittedCpu : admittedWall
+
+  // The answer says how many requests this server holds as it leaves (this
+  // one included): front ends count the part that is not theirs when they
+  // choose among a slice's replicas (frontend/replica-router.js). Set as the
+  // head is written, not on arrival, so an app that holds its answer (the
+  // experiments' capacity model) reports its queue at that moment.
+  function reportInflight (res) {
+    const writeHead = res.writeHead
+    res.writeHead = function writeHeadWithInflight (...args) {
+      if (!this.headersSent) this.setHeader('X-Chopper-Inflight', String(guard.running))
+      return writeHead.apply(this, args)
+    }
+  }
 
   function refuse (req, res, next, appKey, verdict) {
     res.setHeader('X-Chopper-Generation', String(guard.generation))

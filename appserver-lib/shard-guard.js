@@ -83,6 +83,7 @@ class ShardGuard {
     this.older = []
     this.drainWaiters = []
     this.mapWaiters = []
+    this.running = 0 // admitted requests whose responses have not closed, under any map (X-Chopper-Inflight)
     this.stats = { admitted: 0, misdirected: 0, staleRouted: 0, held: 0, leaseRefused: 0, assignmentsAccepted: 0, assignmentsRejected: 0, staleLeases: 0 }
   }
 
@@ -261,6 +262,7 @@ class ShardGuard {
    */
   begin (write = false) {
     const t = this.current
+    this.running++
     t.inflight++
     if (write) t.writes++
     return t
@@ -281,6 +283,7 @@ class ShardGuard {
       token.done[slice]++
       if (costMs > 0) token.costs[slice] += costMs
     }
+    this.running--
     token.inflight--
     if (write) this.settle(token)
     if (token.inflight > 0 || token === this.current) return

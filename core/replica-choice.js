@@ -13,12 +13,20 @@ const { InvalidArgumentError } = require('./errors')
  * `choose` answers a *position* in `candidates` (so the caller knows whether
  * the primary was taken), or DEFER. It allocates nothing.
  *
+ * What "in flight" means: the caller's own requests on a server, plus, while
+ * a fresh report from the server says so, the requests other clients (other
+ * front ends, other cluster workers) have there. Seed 003's caveat is that
+ * uncoordinated front ends each see only their own share; a server's answer
+ * carries how many requests it holds (appserver-lib's X-Chopper-Inflight),
+ * and `ReplicaLoad.report` keeps the difference as `others` until it goes
+ * stale (`reportTtlMs`). A load nobody reports to is the caller's own count.
+ *
  * Policies:
  * - `p2c` (default): power of two choices on in-flight requests (seed 003,
  *   "RandomTwoChoice"): two distinct random candidates, the one with fewer in
  *   flight. Ties go to the one listed first, for cache affinity. With two
  *   candidates both are compared, so no randomness is drawn.
- * - `jsq`: join the shortest queue by outstanding work, the sum of the
+ * - `jsq`: join the shortest queue by outstanding work (the caller's own: reports carry a count), the sum of the
  *   estimated sizes in flight (seed 004).
  * - `lc`: least connected, fewest in flight (seed 004).
  * - `lcstar`: LC* (seed 004, section 4). A job of size >= the load's
@@ -48,22 +56,32 @@ function checkPolicy (name, option = 'policy') {
 
 /**
  * Per-server counters the policies read: requests in flight, outstanding work
- * (sum of sizes in flight) and long jobs in flight. The caller calls begin()
- * when it dispatches a job and end() exactly once when that job is over, with
- * the same size. Typed arrays, grown on demand: a hot path allocates nothing.
+ * (sum of sizes in flight) and long jobs in flight, all the caller's own; and
+ * the other clients' requests at each server as it last reported them. The
+ * caller calls begin() when it dispatches a job and end() exactly once when
+ * that job is over, with the same size; report() when a server says how many
+ * requests it holds; and sets `now` (ms, the clock of its report() calls)
+ * before choosing, so stale reports are ignored. Typed arrays, grown on
+ * demand: a hot path allocates nothing.
  */
 class ReplicaLoad {
   /**
-   * @param {{ capacity?: number, longThreshold?: number }} [options]
-   *   longThreshold: sizes at or above it are long jobs (LC*); Infinity: none are
+   * @param {{ capacity?: number, longThreshold?: number, reportTtlMs?: number }} [options]
+   *   longThreshold: sizes at or above it are long jobs (LC*); Infinity: none are.
+   *   reportTtlMs: how long a server's report counts (0: reports are ignored)
    */
-  constructor ({ capacity = 16, longThreshold = Infinity } = {}) {
+  constructor ({ capacity = 16, longThreshold = Infinity, reportTtlMs = 250 } = {}) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new InvalidArgumentError('invalid capacity: expected an integer >= 1')
     if (typeof longThreshold !== 'number' || !(longThreshold > 0)) throw new InvalidArgumentError('invalid longThreshold: expected a number > 0')
+    if (typeof reportTtlMs !== 'number' || !Number.isFinite(reportTtlMs) || reportTtlMs < 0) throw new InvalidArgumentError('invalid reportTtlMs: expected a number of ms >= 0')
     this.longThreshold = longThreshold
+    this.reportTtlMs = reportTtlMs
+    this.now = 0
     this.inflight = new Int32Array(capacity)
     this.work = new Float64Array(capacity)
     this.long = new Int32Array(capacity)
+    this.others = new Int32Array(capacity) // other clients' requests at the server, as it last reported
+    this.othersUntil = new Float64Array(capacity) // when that report stops counting
   }
 
   get capacity () {
@@ -79,6 +97,26 @@ class ReplicaLoad {
     this.inflight = grow(this.inflight, Int32Array)
     this.work = grow(this.work, Float64Array)
     this.long = grow(this.long, Int32Array)
+    this.others = grow(this.others, Int32Array)
+    this.othersUntil = grow(this.othersUntil, Float64Array)
+  }
+
+  /**
+   * `server` answered one of our requests saying it holds `inSystem` requests
+   * (that one included) at time `now`: the ones beyond our own in flight
+   * there are other clients'. Ignored with reportTtlMs 0, or when `inSystem`
+   * is not a count.
+   */
+  report (server, inSystem, now) {
+    if (this.reportTtlMs === 0 || !(inSystem >= 0)) return
+    const mine = this.inflight[server]
+    this.others[server] = inSystem > mine ? Math.min(inSystem - mine, 0x3fffffff) : 0
+    this.othersUntil[server] = now + this.reportTtlMs
+  }
+
+  /** Requests in flight on `server`: ours, plus others' while its last report is fresh (at `this.now`). */
+  seen (server) {
+    return this.othersUntil[server] > this.now ? this.inflight[server] + this.others[server] : this.inflight[server]
   }
 
   /** Whether a job of `size` is long (LC*). */
@@ -107,15 +145,17 @@ class ReplicaLoad {
     this.inflight[server] = 0
     this.work[server] = 0
     this.long[server] = 0
+    this.others[server] = 0
+    this.othersUntil[server] = 0
   }
 }
 
-/** Position of the candidate with the fewest in flight; ties to the first listed. */
-function leastConnected (candidates, inflight) {
+/** Position of the candidate with the fewest in flight (ReplicaLoad.seen); ties to the first listed. */
+function leastConnected (candidates, load) {
   let best = 0
-  let min = inflight[candidates[0]]
+  let min = load.seen(candidates[0])
   for (let p = 1; p < candidates.length; p++) {
-    const v = inflight[candidates[p]]
+    const v = load.seen(candidates[p])
     if (v < min) { min = v; best = p }
   }
   return best
@@ -135,16 +175,15 @@ function choose (policy, candidates, load, size, rng = Math.random) {
   switch (policy) {
     case 'p2c': {
       if (n === 1) return 0
-      const inflight = load.inflight
-      if (n === 2) return inflight[candidates[1]] < inflight[candidates[0]] ? 1 : 0
+      if (n === 2) return load.seen(candidates[1]) < load.seen(candidates[0]) ? 1 : 0
       let a = Math.floor(rng() * n)
       let b = Math.floor(rng() * (n - 1))
       if (b >= a) b++ // two distinct positions, each pair equally likely
       if (b < a) { const t = a; a = b; b = t } // a listed first: it wins ties
-      return inflight[candidates[b]] < inflight[candidates[a]] ? b : a
+      return load.seen(candidates[b]) < load.seen(candidates[a]) ? b : a
     }
     case 'lc':
-      return n === 1 ? 0 : leastConnected(candidates, load.inflight)
+      return n === 1 ? 0 : leastConnected(candidates, load)
     case 'jsq': {
       const work = load.work
       let best = 0
@@ -156,14 +195,13 @@ function choose (policy, candidates, load, size, rng = Math.random) {
       return best
     }
     case 'lcstar': {
-      if (size < load.longThreshold) return n === 1 ? 0 : leastConnected(candidates, load.inflight)
-      const inflight = load.inflight
+      if (size < load.longThreshold) return n === 1 ? 0 : leastConnected(candidates, load)
       const long = load.long
       let best = DEFER
       let min = Infinity
       for (let p = 0; p < n; p++) {
         const s = candidates[p]
-        if (long[s] === 0 && inflight[s] < min) { min = inflight[s]; best = p }
+        if (long[s] === 0 && load.seen(s) < min) { min = load.seen(s); best = p }
       }
       return best
     }

@@ -65,6 +65,7 @@ const ENV = Object.freeze({
     CHOPPER_FRONTEND_WORKERS: { key: 'workers', default: 'cores', parse: (v) => (v === 'cores' ? v : int(v)) },
     CHOPPER_ADVERTISE_HOST: { key: 'advertiseHost', default: '127.0.0.1', parse: str },
     CHOPPER_REPLICA_CHOICE: { key: 'replicaChoice', default: 'p2c', parse: str }, // validated by createFrontend
+    CHOPPER_SERVER_REPORT_TTL_MS: { key: 'serverReportTtlMs', default: 250, parse: int }, // 0: ignore app servers' X-Chopper-Inflight
     // optional: unset means none (every request has size 1; no LC* threshold), so AWS need not set them
     CHOPPER_REPLICA_SIZE_PARAM: { key: 'replicaSizeParam', default: undefined, parse: str, optional: true },
     CHOPPER_REPLICA_SIZE_POWER: { key: 'replicaSizePower', default: undefined, parse: positive, optional: true },

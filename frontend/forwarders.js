@@ -27,7 +27,9 @@ const { RETRY_NEWER_MAP } = require('../core/http')
  * `tracker.begin(slot, size)` as it dispatches and `tracker.end(slot, size)`
  * exactly once when the upstream exchange is over: the whole answer read, a
  * 421 drained, a transport error, or an abort. The in-flight counters replica
- * choice reads depend on that pairing.
+ * choice reads depend on that pairing. An answer's X-Chopper-Inflight (how
+ * many requests the app server holds) goes to `tracker.report(slot, n)` and
+ * is not forwarded.
  *
  * The default forwarder sends a request without a body through
  * frontend/upstream-h1.js (our own keep-alive HTTP/1.1 client, which speaks
@@ -45,19 +47,32 @@ const { RETRY_NEWER_MAP } = require('../core/http')
 // after them are set by the front end itself. A client's control-call
 // signature headers are dropped too: the data port carries no signed calls
 // (docs/security.md).
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'x-served-by', 'x-chopper-generation', 'x-chopper-timestamp', 'x-chopper-nonce', 'x-chopper-signature'])
+// An app server's count of the requests it holds (appserver-lib), for replica
+// choice (frontend/replica-router.js `report`): ours, not the client's.
+const INFLIGHT = 'x-chopper-inflight'
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'x-served-by', 'x-chopper-generation', 'x-chopper-timestamp', 'x-chopper-nonce', 'x-chopper-signature', INFLIGHT])
 
 const HOP_LENGTHS = new Set([...HOP_BY_HOP].map((n) => n.length))
 
-/** Append the forwardable [name, value] pairs of a raw header list (strings or Buffers) to `out`. */
+/**
+ * Append the forwardable [name, value] pairs of a raw header list (strings or
+ * Buffers) to `out`. Returns the server's X-Chopper-Inflight count, or -1.
+ */
 function appendResponseHeaders (raw, out) {
+  let inflight = -1
   for (let i = 0; i < raw.length; i += 2) {
     const name = typeof raw[i] === 'string' ? raw[i] : raw[i].toString('latin1')
     // Every hop-by-hop name is 2 to 20 characters long: most others skip the lowercasing.
-    if (HOP_LENGTHS.has(name.length) && HOP_BY_HOP.has(name.toLowerCase())) continue
+    if (HOP_LENGTHS.has(name.length)) {
+      const lower = name.toLowerCase()
+      if (HOP_BY_HOP.has(lower)) {
+        if (lower === INFLIGHT) inflight = Number(typeof raw[i + 1] === 'string' ? raw[i + 1] : raw[i + 1].toString('latin1'))
+        continue
+      }
+    }
     out.push(name, typeof raw[i + 1] === 'string' ? raw[i + 1] : raw[i + 1].toString('latin1'))
   }
-  return out
+  return Number.isInteger(inflight) && inflight >= 0 ? inflight : -1
 }
 
 function uncork (res) {
@@ -120,7 +135,9 @@ class ForwardHandler {
     // corked until the next tick they leave in one write.
     res.cork()
     process.nextTick(uncork, res)
-    const headers = appendResponseHeaders(rawHeaders, [])
+    const headers = []
+    const inflight = appendResponseHeaders(rawHeaders, headers)
+    if (inflight !== -1 && this.tracker !== null) this.tracker.report(this.slot, inflight)
     for (let i = 0; i < this.extra.length; i++) headers.push(this.extra[i])
     res.writeHead(statusCode, headers)
     this.resume = resume
@@ -251,11 +268,11 @@ class AxiosForwarder {
       tracker.end(slot, size)
     }
     if (tracker !== null) tracker.begin(slot, size)
-    this.#attempt(origin, request, res, extra, handle, end).then((outcome) => done(null, outcome), (err) => { end(); done(err) })
+    this.#attempt(origin, request, res, extra, handle, end, tracker, slot).then((outcome) => done(null, outcome), (err) => { end(); done(err) })
     return handle
   }
 
-  async #attempt (origin, { method, path, headers, body }, res, extra, handle, end) {
+  async #attempt (origin, { method, path, headers, body }, res, extra, handle, end, tracker, slot) {
     const object = {}
     for (let i = 0; i < headers.length; i += 2) object[headers[i]] = headers[i + 1]
     let upstream
@@ -288,7 +305,10 @@ class AxiosForwarder {
       if (Array.isArray(value)) for (const v of value) raw.push(name, String(v))
       else if (value !== undefined) raw.push(name, String(value))
     }
-    res.writeHead(upstream.status, appendResponseHeaders(raw, []).concat(extra))
+    const forwarded = []
+    const inflight = appendResponseHeaders(raw, forwarded)
+    if (inflight !== -1 && tracker !== null) tracker.report(slot, inflight)
+    res.writeHead(upstream.status, forwarded.concat(extra))
     stream.once('error', (err) => res.destroy(err))
     handle.abort = () => stream.destroy()
     // By hand, not pipe(): `res` may be the data server's own response

@@ -44,6 +44,7 @@ const defaults = Object.freeze({
   lcstarMaxDeferred: 1024, // lcstar: long requests waiting for a server without a long job, at most; more go to the least connected
   lcstarMaxWaitMs: 1000, // lcstar: how long one waits before it goes to the least connected
   replicaRng: undefined, // () => number in [0, 1) for p2c and random; Math.random by default (tests pass a seeded one)
+  serverReportTtlMs: 250, // an app server's answer says how many requests it holds (X-Chopper-Inflight); p2c, lc and lcstar count the other front ends' share of it for this long; 0: own in-flight counts only
   // The shared cluster secret (docs/security.md): calls to the controller
   // (registration, pulls) are signed with it, and pushes must be. undefined: unauthenticated.
   clusterToken: undefined,
@@ -147,7 +148,8 @@ function createReplicaRouter (opts) {
     longThreshold: t === undefined ? Infinity : t,
     maxDeferred: opts.lcstarMaxDeferred,
     maxWaitMs: opts.lcstarMaxWaitMs,
-    rng: opts.replicaRng
+    rng: opts.replicaRng,
+    reportTtlMs: opts.serverReportTtlMs
   })
 }
 

@@ -1,5 +1,6 @@
 'use strict'
 
+const { performance } = require('node:perf_hooks')
 const { choose, leastConnected, checkPolicy, DEFER, ReplicaLoad } = require('../core/replica-choice')
 const { InvalidArgumentError } = require('../core/errors')
 
@@ -20,7 +21,11 @@ const { InvalidArgumentError } = require('../core/errors')
  * once when the upstream exchange is over, whatever the outcome
  * (frontend/forwarders.js calls both). The counters are this process's own:
  * several front ends, or node:cluster workers, do not see each other's
- * requests (the caveat of seed 003; P2C's randomness is what copes with it).
+ * requests (the caveat of seed 003). So every answer from an app server
+ * carries how many requests that server holds (appserver-lib's
+ * X-Chopper-Inflight header), and `report` keeps the part that is not ours;
+ * for `reportTtlMs` after it, the policies count it with our own
+ * (core/replica-choice.js, ReplicaLoad.seen).
  *
  * LC* defers a long request when every candidate runs a long job: it waits,
  * in arrival order, until a long job on one of its candidates ends or the map
@@ -37,14 +42,17 @@ class ReplicaRouter {
    * @param {number} [options.maxDeferred] LC*: long requests waiting at once, at most
    * @param {number} [options.maxWaitMs] LC*: how long one waits, at most
    * @param {() => number} [options.rng]
+   * @param {number} [options.reportTtlMs] how long a server's report of its requests counts; 0: own counts only
    */
-  constructor ({ policy = 'p2c', sizeOf, longThreshold = Infinity, maxDeferred = 1024, maxWaitMs = 1000, rng = Math.random } = {}) {
+  constructor ({ policy = 'p2c', sizeOf, longThreshold = Infinity, maxDeferred = 1024, maxWaitMs = 1000, rng = Math.random, reportTtlMs = 250 } = {}) {
     checkPolicy(policy, 'replicaChoice')
     if (sizeOf !== undefined && typeof sizeOf !== 'function') throw new InvalidArgumentError('invalid sizeOf: expected a function (req) => number')
     if (!Number.isInteger(maxDeferred) || maxDeferred < 0) throw new InvalidArgumentError('invalid lcstarMaxDeferred: expected an integer >= 0')
     if (!Number.isInteger(maxWaitMs) || maxWaitMs < 0) throw new InvalidArgumentError('invalid lcstarMaxWaitMs: expected an integer >= 0')
     this.policy = policy
-    this.load = new ReplicaLoad({ longThreshold })
+    if (typeof reportTtlMs !== 'number' || !Number.isFinite(reportTtlMs) || reportTtlMs < 0) throw new InvalidArgumentError('invalid serverReportTtlMs: expected a number of ms >= 0')
+    this.load = new ReplicaLoad({ longThreshold, reportTtlMs })
+    this.reports = false // a server has reported its load: choices read the clock
     // Sizes matter to jsq and lcstar only; the others count every request as 1.
     this.needsSize = sizeOf !== undefined && (policy === 'jsq' || policy === 'lcstar')
     this.sizeOf = sizeOf || one
@@ -139,6 +147,7 @@ class ReplicaRouter {
     if (map !== this.map) this.sync(map)
     const c = read ? this.candidates[i] : null
     if (c === null) return this.target[i]
+    if (this.reports) this.load.now = performance.now()
     let pos = choose(this.policy, c, this.load, size, this.rng)
     if (avoid !== undefined && pos !== DEFER && avoid.includes(this.ids[c[pos]])) {
       const other = this.#other(c, avoid)
@@ -185,7 +194,7 @@ class ReplicaRouter {
     let best = -1
     for (let p = 0; p < c.length; p++) {
       if (skip(this.ids[c[p]])) continue
-      if (best === -1 || this.load.inflight[c[p]] < this.load.inflight[c[best]]) best = p
+      if (best === -1 || this.load.seen(c[p]) < this.load.seen(c[best])) best = p
     }
     return best
   }
@@ -234,7 +243,9 @@ class ReplicaRouter {
     this.#count(stat, label)
     if (map !== this.map) this.sync(map)
     const c = this.candidates[i]
-    return c === null ? this.target[i] : c[leastConnected(c, this.load.inflight)]
+    if (c === null) return this.target[i]
+    if (this.reports) this.load.now = performance.now()
+    return c[leastConnected(c, this.load)]
   }
 
   /** Resolves true when woken (a long job ended on a candidate, or a new map), false at the timeout. */
@@ -251,6 +262,16 @@ class ReplicaRouter {
       }
       this.waiting.push(w)
     })
+  }
+
+  /**
+   * The server in `slot` answered one of our requests (still counted in
+   * flight) saying it holds `inSystem` requests, that one included.
+   */
+  report (slot, inSystem) {
+    if (this.load.reportTtlMs === 0) return
+    this.reports = true
+    this.load.report(slot, inSystem, performance.now())
   }
 
   /** A request of `size` was dispatched to `slot`. */

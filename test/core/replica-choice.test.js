@@ -184,7 +184,43 @@ describe('ReplicaLoad', () => {
     expect([load.inflight[3], load.work[3], load.long[3]]).toEqual([0, 0, 0])
   })
 
+  test('report: what a server holds beyond our own in flight counts for reportTtlMs, then only our own', () => {
+    const load = new ReplicaLoad({ capacity: 2, reportTtlMs: 100 })
+    load.begin(0, 1); load.begin(0, 1)
+    load.report(0, 7, 1000) // 7 held there, 2 of them ours
+    expect(load.others[0]).toBe(5)
+    load.now = 1000
+    expect([load.seen(0), load.seen(1)]).toEqual([7, 0])
+    // p2c, lc and lcstar read it: the other front ends' share makes server 0 the busier
+    for (const policy of ['p2c', 'lc', 'lcstar']) expect(choose(policy, [0, 1], load, 1)).toBe(1)
+    // jsq reads our own outstanding work only
+    expect(choose('jsq', [1, 0], load, 1)).toBe(0)
+    load.now = 1099.9
+    expect(load.seen(0)).toBe(7)
+    load.now = 1100 // stale: our own count again
+    expect(load.seen(0)).toBe(2)
+    expect(choose('p2c', [1, 0], load, 1)).toBe(0)
+    // a report below our own count (requests still on their way) is no one else's
+    load.report(0, 1, 1200)
+    expect(load.others[0]).toBe(0)
+    // not a count, or reports turned off: ignored
+    load.report(1, NaN, 1200); load.report(1, -1, 1200)
+    expect(load.othersUntil[1]).toBe(0)
+    const off = new ReplicaLoad({ capacity: 2, reportTtlMs: 0 })
+    off.report(0, 9, 0)
+    off.now = 0
+    expect(off.seen(0)).toBe(0)
+    // reset clears a reused slot's report; ensure() keeps reports
+    load.report(1, 4, 1200)
+    load.ensure(40)
+    load.now = 1200
+    expect(load.seen(1)).toBe(4)
+    load.reset(1)
+    expect(load.seen(1)).toBe(0)
+  })
+
   test('invalid options are refused by name', () => {
+    expect(() => new ReplicaLoad({ reportTtlMs: -1 })).toThrow(/invalid reportTtlMs/)
     expect(() => new ReplicaLoad({ capacity: 0 })).toThrow(/invalid capacity/)
     expect(() => new ReplicaLoad({ longThreshold: 0 })).toThrow(/invalid longThreshold/)
     expect(() => new ReplicaLoad({ longThreshold: '5' })).toThrow(InvalidArgumentError)

@@ -134,6 +134,46 @@ describe('front end: replicated slices', () => {
     await countersDrain(fe)
   })
 
+  test('two front ends: answers say how many requests a server holds (X-Chopper-Inflight), so p2c avoids the replica the other front end loaded', async () => {
+    const { fe, stats, servers } = await setup({ hot: ['a', 'b'], frontendOptions: { serverReportTtlMs: 60000 } })
+    // The other front end sends every read to the primary, a, and holds 8 there.
+    const other = createFrontend({ holdMs: 500, replicaChoice: 'first' })
+    await other.start()
+    closers.push(() => other.close())
+    expect((await putJson(`${other.urls.controlUrl}/v1/assignment`, fe.table.map.assignment)).status).toBe(200)
+    const http = require('node:http')
+    const slow = []
+    for (let k = 0; k < 8; k++) {
+      const req = http.get(`${other.urls.url}/r?key=${HOT[k]}&ms=20000`)
+      req.on('error', () => {})
+      slow.push(req)
+    }
+    closers.push(() => { for (const req of slow) req.destroy() })
+    await pollUntil(() => stats.a.started === 8, { what: 'the other front end\'s 8 reads to reach a' })
+
+    // An app server's answer carries the count (this request included); a front end keeps it to itself.
+    const direct = await call(`${servers.a.urls.url}/r?key=${HOT[0]}`)
+    expect(direct.headers['x-chopper-inflight']).toBe('9')
+    // This front end's first read ties (nothing of its own in flight): the primary, a, which reports 8 others.
+    const first = await call(`${fe.urls.url}/r?key=${HOT[0]}`)
+    expect(first.headers['x-served-by']).toBe('a')
+    expect(first.headers['x-chopper-inflight']).toBeUndefined()
+    expect(fe.replicas.load.others[fe.replicas.slots.get('a')]).toBe(8)
+    const next = []
+    for (let k = 1; k <= 10; k++) next.push(await call(`${fe.urls.url}/r?key=${HOT[k]}`))
+    expect(servedBy(next)).toEqual({ b: 10 })
+
+    // Without reports (serverReportTtlMs 0) a front end sees only its own requests: every tie goes to a.
+    const blind = createFrontend({ holdMs: 500, serverReportTtlMs: 0 })
+    await blind.start()
+    closers.push(() => blind.close())
+    expect((await putJson(`${blind.urls.controlUrl}/v1/assignment`, fe.table.map.assignment)).status).toBe(200)
+    const unaware = []
+    for (let k = 1; k <= 10; k++) unaware.push(await call(`${blind.urls.url}/r?key=${HOT[k]}`))
+    expect(servedBy(unaware)).toEqual({ a: 10 })
+    await countersDrain(fe)
+  })
+
   test('first: every read goes to the primary; HEAD is a read', async () => {
     const { fe } = await setup({ frontendOptions: { replicaChoice: 'first' } })
     const tasks = []
