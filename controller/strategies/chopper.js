@@ -11,6 +11,7 @@ const { mergeColumns } = require('./merge')
 const { moveColumns } = require('./move')
 const { splitColumns } = require('./split')
 const { replicateColumns } = require('./replicate')
+const { balancePrimaries } = require('./primaries')
 
 /**
  * The Chopper balancing strategy (paper 5.2): one round runs merge, move and
@@ -70,7 +71,13 @@ const defaults = Object.freeze({
   // at 1.2x the mean is past its capacity, and a layout of unsplittable hot
   // keys that the move phase accepts (hottest/coolest < moveRatio) can leave
   // it there for good (docs/algorithm.md, "Replication")
-  replicateRatio: 1.1
+  replicateRatio: 1.1,
+  // Primary phase (primaries.js): a replicated slice's writes all go to its primary, so the
+  // hot slices' primaries are spread over their servers (a reorder: no churn); a primary
+  // stays unless another of the slice's servers has less write load pinned by more than
+  // primaryMargin x the slice's load. false: primaries stay where replication left them.
+  balancePrimaries: true,
+  primaryMargin: 0.5
 })
 
 const checks = {
@@ -89,7 +96,9 @@ const checks = {
   moveReplicas: expect.boolean,
   replicaHysteresis: expect.fractionBelowOne,
   replicaChurnLimit: expect.nonNegative,
-  replicateRatio: expect.ratio
+  replicateRatio: expect.ratio,
+  balancePrimaries: expect.boolean,
+  primaryMargin: expect.nonNegative
 }
 
 function options (opts) {
@@ -244,6 +253,14 @@ function chopperRound (assignment, loads, opts, inputs) {
   const c = split.cols
   const slices = new Array(c.n)
   for (let i = 0; i < c.n; i++) slices[i] = { start: c.start[i], end: c.end[i], servers: serversOf(c, i, index, assignment.slices, sets) }
+  // Last: spread the hot replicated slices' primaries (their writes); a reorder costs no churn.
+  const primaries = replicated && o.balancePrimaries
+    ? balancePrimaries(slices, c.load, {
+      floor: Math.max(o.replicaLoadFraction * total / Math.max(1, index.ids.length - frozenIds.length), total / c.n),
+      margin: o.primaryMargin,
+      frozen: new Set(frozenIds)
+    })
+    : null
   const next = { generation: assignment.generation, slices, servers: cloneAssignment({ slices: [], servers: assignment.servers }).servers }
   const churn = replicated
     ? { merge: merged.churn, move: moved.churn, replicate: replicated.churn, total: keyChurn(assignment, next) }
@@ -252,7 +269,7 @@ function chopperRound (assignment, loads, opts, inputs) {
     assignment: next,
     loads: c.load.slice(),
     churn,
-    ops: replicated ? [...replicated.ops, ...merged.ops, ...moved.ops, ...split.ops] : [...merged.ops, ...moved.ops, ...split.ops],
+    ops: replicated ? [...replicated.ops, ...merged.ops, ...moved.ops, ...split.ops, ...(primaries ? primaries.ops : [])] : [...merged.ops, ...moved.ops, ...split.ops],
     imbalance: { before, after: knownImbalance(c, index, frozen, sets) },
     moveStop: moved.stop,
     meanCeiling,

@@ -203,7 +203,9 @@ describe('chopperRound', () => {
         minReplicas: 2,
         maxReplicas: 0,
         replicaHysteresis: 0.5,
-        replicaChurnLimit: 1
+        replicaChurnLimit: 1,
+        balancePrimaries: true,
+        primaryMargin: 0.5
       })
     })
   })

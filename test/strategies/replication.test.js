@@ -32,8 +32,12 @@ describe('replication phase', () => {
     const r = chopper.chopperRound(deepFreeze(assignment), deepFreeze(loads))
     validateAssignment(r.assignment)
     expect(opsOf(r, 'replicate')).toEqual([{ op: 'replicate', start: 0, end: 4 * U, servers: ['b', 'c'], replicas: 3, load: 200, churn: 8 * U }])
-    // the split phase then halves it; both halves keep the whole set, primary first
-    expect(r.assignment.slices.slice(0, 2).map((s) => [s.start / U, s.end / U, s.servers])).toEqual([[0, 2, ['a', 'b', 'c']], [2, 4, ['a', 'b', 'c']]])
+    // the split phase then halves it; both halves keep the whole set, primary first ...
+    const alone = chopper.chopperRound(deepFreeze(assignment), deepFreeze(loads), { balancePrimaries: false })
+    expect(alone.assignment.slices.slice(0, 2).map((s) => [s.start / U, s.end / U, s.servers])).toEqual([[0, 2, ['a', 'b', 'c']], [2, 4, ['a', 'b', 'c']]])
+    // ... and the primary phase gives one half's writes (100 of the 200 a would write) to b
+    expect(r.assignment.slices.slice(0, 2).map((s) => [s.start / U, s.end / U, s.servers])).toEqual([[0, 2, ['b', 'a', 'c']], [2, 4, ['a', 'b', 'c']]])
+    expect(opsOf(r, 'primary')).toEqual([{ op: 'primary', start: 0, end: 2 * U, from: 'a', to: 'b', load: 100 }])
     expect(r.churn.replicate).toBe(8 * U)
     expect(r.churn.total).toBe(keyChurn(assignment, r.assignment)) // a replica costs its range once per gained server
     expect(r.churn.total).toBe(8 * U)
@@ -50,7 +54,7 @@ describe('replication phase', () => {
     const counts = []
     for (const L of [30, 60, 100, 1000, 5000]) {
       const { assignment, loads } = build(spec(L))
-      const r = chopper.chopperRound(withServers(assignment, 0, set), loads, { moveReplicas: false }) // the replication phase alone
+      const r = chopper.chopperRound(withServers(assignment, 0, set), loads, { moveReplicas: false, balancePrimaries: false }) // the replication phase alone
       const after = serversAt(r.assignment, 0)
       expect(after.slice(0, set.length)).toEqual(set) // kept, in order; new ones appended
       set = after
@@ -210,7 +214,7 @@ describe('replication phase', () => {
     expect(opsOf(single, 'move')).not.toEqual([])
     // every slice on two servers (minReplicas 2): nothing moves; only neighbours on the very
     // same servers merge (no churn), and the hot one is split
-    const r = chopper.chopperRound(assignment, loads, { minReplicas: 2, replicaChurnLimit: 16 })
+    const r = chopper.chopperRound(assignment, loads, { minReplicas: 2, replicaChurnLimit: 16, balancePrimaries: false })
     validateAssignment(r.assignment)
     for (const m of opsOf(r, 'merge')) expect(m.churn).toBe(0)
     expect(opsOf(r, 'move')).toEqual([])
@@ -285,7 +289,9 @@ describe('replication options', () => {
     [{ maxReplicas: -1 }, /option maxReplicas: expected an integer in \[0, /],
     [{ replicaHysteresis: 1 }, /option replicaHysteresis: expected a number in \[0, 1\), got 1/],
     [{ replicaChurnLimit: -0.1 }, /option replicaChurnLimit: expected a finite number >= 0, got -0.1/],
-    [{ minReplicas: 3, maxReplicas: 2 }, /option minReplicas: expected at most maxReplicas \(2\), got 3/]
+    [{ minReplicas: 3, maxReplicas: 2 }, /option minReplicas: expected at most maxReplicas \(2\), got 3/],
+    [{ balancePrimaries: 1 }, /option balancePrimaries: expected true or false/],
+    [{ primaryMargin: -1 }, /option primaryMargin: expected a finite number >= 0/]
   ])('rejects %p, naming the option', (opts, pattern) => {
     invalidArg(() => chopper.rebalance(assignment, loads, opts), pattern)
     invalidArg(() => chopper.removeServer(assignment, 'a', loads, opts), pattern)
