@@ -65,6 +65,7 @@ async function create (options = {}) {
       fencer,
       holdLapseMs: o.holdLapseMs,
       batchWrites: o.batchWrites,
+      pipelineReleases: o.pipelineReleases,
       serverId: o.serverId,
       replicaDropped: (id, slice, generation) => newest.dropped(id, slice, generation),
       logger: log

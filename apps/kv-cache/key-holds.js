@@ -78,6 +78,12 @@ class KeyHolds {
     return this.keys.has(key)
   }
 
+  /** Whether a write other than `id` holds `key` now. */
+  heldExcept (key, id) {
+    const ids = this.keys.get(key)
+    return ids !== undefined && ids.size > (ids.has(id) ? 1 : 0)
+  }
+
   /** Number of keys held now. */
   get size () {
     return this.keys.size

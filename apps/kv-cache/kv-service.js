@@ -52,12 +52,14 @@ class KvService {
    * @param {import('./fence-client').FenceClient} [options.fencer] sends holds and releases to other replicas
    * @param {number} [options.holdLapseMs] a hold nobody lifts lapses after this long (KeyHolds)
    * @param {boolean} [options.batchWrites] group commit of a key's writes (write-batches.js); false: one at a time
+   * @param {boolean} [options.pipelineReleases] the key's next write starts while the last one's releases
+   *   are still on their way (answered writes only); false: it waits for them
    * @param {string} [options.serverId] names this server's write ids
    * @param {(id: string, sliceKey: number, generation: number) => boolean} [options.replicaDropped]
    *   whether a write admitted under `generation` may stop holding and fencing replica `id`:
    *   a newer map settled the key's slice without it (newest-map.js). Default: never
    */
-  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, heldReadWaitMs = 100, batchWrites = true, serverId = 'kv', replicaDropped = () => false, logger = silent }) {
+  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, heldReadWaitMs = 100, batchWrites = true, pipelineReleases = true, serverId = 'kv', replicaDropped = () => false, logger = silent }) {
     this.store = store
     this.replicaDropped = replicaDropped
     this.heldReadWaitMs = heldReadWaitMs // a read of a held key waits this long for the write, then reads DynamoDB
@@ -69,6 +71,7 @@ class KvService {
     this.queue = new KeyQueue()
     this.batches = new WriteBatches(this.queue, () => this.metrics.batchedWrites.inc())
     this.batchWrites = batchWrites
+    this.pipelineReleases = pipelineReleases
     this.releases = new Set() // releases still going on after their writes were answered
     this.holds = new KeyHolds({
       lapseMs: holdLapseMs,
@@ -246,7 +249,11 @@ class KvService {
    *   its own hold and the write is answered, before the releases: every
    *   other replica is still held (it reads DynamoDB, or waits for its
    *   release), so no read anywhere can return the old value. The releases
-   *   go on in `after`, which the key's queue waits for before the next write.
+   *   go on in the background (`this.releases`). With `pipelineReleases`
+   *   the key's next write starts meanwhile, so its hold may reach a replica
+   *   before this write's release: `release` then caches a bare fence, not
+   *   the value (see there). Without it they go in `after`, which the key's
+   *   queue waits for before the next write.
    *   This needs every hold still in place when the write landed: a write
    *   answered within `holdLapseMs` of its first hold has that, as holds
    *   lapse no sooner.
@@ -306,7 +313,7 @@ class KvService {
       const after = released.then(() => {})
       this.releases.add(after)
       after.finally(() => this.releases.delete(after))
-      return { value: ver, after }
+      return { value: ver, after: this.pipelineReleases ? null : after }
     }
     const failed = await released
     if (failed) {
@@ -341,12 +348,19 @@ class KvService {
    * to older fills), then lift the hold. Either way the version-checked set
    * never replaces a newer entry. Without a version (an abort: the write was
    * not applied) only the hold is lifted.
+   *
+   * While another write still holds the key here (the primary's next write,
+   * whose hold overtook this release, or a second writer during a change of
+   * primary), only the fence is cached, never the value: that write's
+   * outcome may turn out unknown, its hold then lapses, and a value cached
+   * now would be served as the newest although DynamoDB may hold a newer
+   * one. A fence makes the next read a miss, which reads DynamoDB.
    * @param {bigint} [version]
    * @param {{ value: Buffer, contentType: string }} [written] the value DynamoDB now holds at `version`
    */
   async release (key, sliceKey, fenceId, version, written) {
     if (version !== undefined) {
-      const entry = written
+      const entry = written && !this.holds.heldExcept(key, fenceId)
         ? { tag: this.epochs.now(), ver: version, contentType: written.contentType, value: written.value }
         : { tag: this.epochs.now(), ver: version, contentType: FENCE_TYPE, value: EMPTY }
       try {

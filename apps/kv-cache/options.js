@@ -40,6 +40,10 @@ const defaults = Object.freeze({
   // Group commit: writes of a key that arrive while one of its writes runs go
   // as one batch, its last write (write-batches.js). false: one at a time.
   batchWrites: true,
+  // A replicated write's releases go on after it is answered; true: the key's
+  // next write starts meanwhile (its hold may overtake them: kv-service.js),
+  // false: it waits for them.
+  pipelineReleases: true,
   // The shared cluster secret (docs/security.md): fence requests between
   // replicas are signed with it, and the fence route takes signed ones only.
   // undefined: fences are not authenticated (see the README's known limits).
@@ -78,6 +82,7 @@ function resolveOptions (options = {}) {
   if (!isPosInt(o.holdLapseMs)) fail('holdLapseMs', 'a positive integer (milliseconds)')
   if (o.holdLapseMs <= o.fenceTimeoutMs + 4 * o.dynamoTimeoutMs) fail('holdLapseMs', `more than fenceTimeoutMs + 4 × dynamoTimeoutMs (${o.fenceTimeoutMs + 4 * o.dynamoTimeoutMs} ms), so a hold outlives any write it announces`)
   if (typeof o.batchWrites !== 'boolean') fail('batchWrites', 'a boolean')
+  if (typeof o.pipelineReleases !== 'boolean') fail('pipelineReleases', 'a boolean')
   if (typeof o.serverId !== 'string' || !/^[A-Za-z0-9._-]+$/.test(o.serverId)) fail('serverId', 'a non-empty string of [A-Za-z0-9._-]')
   validateToken(o.clusterToken) // its message names the option, never the value
   if (o.registry !== undefined && !(o.registry instanceof Registry)) fail('registry', 'a prom-client Registry')

@@ -24,6 +24,7 @@ describe('kv-cache options', () => {
     [{ maxValueBytes: 1.5 }, /invalid maxValueBytes/],
     [{ spawnRedis: 'yes' }, /invalid spawnRedis: expected a boolean/],
     [{ batchWrites: 1 }, /invalid batchWrites: expected a boolean/],
+    [{ pipelineReleases: 'no' }, /invalid pipelineReleases: expected a boolean/],
     [{ serverId: 'a b' }, /invalid serverId/],
     [{ registry: {} }, /invalid registry: expected a prom-client Registry, got an object/]
   ])('%j is rejected naming the option', (bad, message) => {

@@ -175,38 +175,71 @@ describe('kv-cache with replicated slices', () => {
     expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { outcome: 'failed' })).toBe(0)
   })
 
-  test('a write is answered once DynamoDB and the primary hold it, before its releases; the primary serves it at once, a replica still held reads DynamoDB', async () => {
-    const hung = []
-    let holdBack = true
-    const hangReleases = (req, res) => {
-      if (!holdBack || !isFence(req) || req.headers['x-kv-fence'] !== 'release') return false
-      hung.push(res) // the release to C is still out
-      return true
-    }
-    const { nodes: { A, C } } = await replicaSet({ options: { fenceTimeoutMs: 10000 }, intercept: { C: hangReleases } })
-    try {
-      const put = await putText(kvUrl(A.url, 'k20'), 'v1')
-      expect(put.status).toBe(204)
-      await pollUntil(() => hung.length === 1, { what: 'C to receive the release' })
-      expect(A.kv.service.releases.size).toBe(1) // answered while C's release is unanswered
-      expect(A.kv.service.holds.held('k20')).toBe(false) // the primary lifted its own hold
-      expect(await get(A, 'k20')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
-      expect(C.kv.service.holds.held('k20')).toBe(true)
-      expect(await get(C, 'k20')).toEqual({ status: 200, body: 'v1', outcome: 'miss' }) // from DynamoDB
-      // the key's next write waits for the release still out
-      let second = null
-      putText(kvUrl(A.url, 'k20'), 'v2').then((r) => { second = r })
-      await pollUntil(() => A.kv.service.queue.size > 0, { what: 'the second write to queue' })
-      expect(second).toBe(null)
-      holdBack = false
-      for (const res of hung.splice(0)) res.socket.destroy() // the release is retried, and arrives
-      await pollUntil(() => second !== null, { what: 'the second write, after the first release' })
-      expect(second.status).toBe(204)
-      await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v2' })
-      expect(await get(C, 'k20')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
-    } finally {
-      for (const res of hung) res.socket.destroy()
-    }
+  for (const pipelineReleases of [true, false]) {
+    test(`a write is answered once DynamoDB and the primary hold it, before its releases; the primary serves it at once, a replica still held reads DynamoDB (pipelineReleases: ${pipelineReleases})`, async () => {
+      const hung = []
+      let holdBack = true
+      const hangReleases = (req, res) => {
+        if (!holdBack || !isFence(req) || req.headers['x-kv-fence'] !== 'release') return false
+        hung.push(res) // the release to C is still out
+        return true
+      }
+      const { nodes: { A, C } } = await replicaSet({ options: { fenceTimeoutMs: 10000, pipelineReleases }, intercept: { C: hangReleases } })
+      try {
+        const put = await putText(kvUrl(A.url, 'k20'), 'v1')
+        expect(put.status).toBe(204)
+        await pollUntil(() => hung.length === 1, { what: 'C to receive the release' })
+        expect(A.kv.service.releases.size).toBe(1) // answered while C's release is unanswered
+        expect(A.kv.service.holds.held('k20')).toBe(false) // the primary lifted its own hold
+        expect(await get(A, 'k20')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
+        expect(C.kv.service.holds.held('k20')).toBe(true)
+        expect(await get(C, 'k20')).toEqual({ status: 200, body: 'v1', outcome: 'miss' }) // from DynamoDB
+        let second = null
+        putText(kvUrl(A.url, 'k20'), 'v2').then((r) => { second = r })
+        if (pipelineReleases) {
+          // the key's next write does not wait: its hold overtakes the release still out
+          await pollUntil(() => second !== null, { what: 'the second write, with the first release still out' })
+          expect(second.status).toBe(204)
+          await pollUntil(() => hung.length === 2, { what: 'C to receive the second release' })
+          expect(await get(C, 'k20')).toEqual({ status: 200, body: 'v2', outcome: 'miss' }) // held by both: DynamoDB
+        } else {
+          // the key's next write waits for the release still out
+          await pollUntil(() => A.kv.service.queue.size > 0, { what: 'the second write to queue' })
+          expect(second).toBe(null)
+        }
+        holdBack = false
+        for (const res of hung.splice(0)) res.socket.destroy() // the releases are retried, and arrive
+        await pollUntil(() => second !== null, { what: 'the second write, after the first release' })
+        expect(second.status).toBe(204)
+        await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v2' })
+        expect(C.kv.service.holds.held('k20')).toBe(false)
+        // Whichever release came last, C never serves v1 again: v2 cached, or a fence at v2 (a miss that fills v2).
+        const after = await get(C, 'k20')
+        expect(after.body).toBe('v2')
+        expect(await get(C, 'k20')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
+      } finally {
+        for (const res of hung) res.socket.destroy()
+      }
+    })
+  }
+
+  test('a release that arrives while another write still holds the key caches only a fence, so a lapse of that hold cannot leave the older value cached', async () => {
+    const { nodes: { C } } = await replicaSet()
+    const svc = C.kv.service
+    const slice = sliceKey('k21')
+    svc.holds.add('k21', 'w1')
+    svc.holds.add('k21', 'w2') // the next write's hold overtook w1's release
+    await svc.release('k21', slice, 'w1', 5n, { value: Buffer.from('v1'), contentType: 'text/plain' })
+    expect(svc.holds.held('k21')).toBe(true)
+    const entry = await svc.cache.get('k21', slice)
+    expect(entry.ver).toBe(5n)
+    expect(entry.contentType).toBe('') // a fence (FENCE_TYPE), not v1
+    expect(entry.value.length).toBe(0)
+    // alone, a release caches the value as before
+    await svc.release('k21', slice, 'w2', 6n, { value: Buffer.from('v2'), contentType: 'text/plain' })
+    expect(svc.holds.held('k21')).toBe(false)
+    const cached = await svc.cache.get('k21', slice)
+    expect([cached.ver, cached.value.toString()]).toEqual([6n, 'v2'])
   })
 
   test('a release that never arrives: the write is acknowledged, counted, and that replica reads DynamoDB until its hold lapses', async () => {
