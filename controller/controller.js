@@ -34,6 +34,11 @@ const defaults = Object.freeze({
   // What the strategy balances (core/load-metric.js): 'cost', the busy ms the
   // app servers report per range, or 'requests', their request counts.
   loadMetric: 'cost',
+  // A quiet cluster is left as it is: with loadMetric 'cost', a round whose
+  // busiest server reported less than this fraction of the period as busy
+  // time (and in which every server holds a slice) runs no strategy, so light
+  // load does not churn caches on noise. 0: balance at any load.
+  quietBelow: 0.5,
   periodMs: 5000,
   historySize: 120, // rounds kept for /v1/status
   evictAfterFailures: 3, // consecutive failed load collections before a server is dropped (re-registering does not reset the count)
@@ -88,6 +93,7 @@ function createController (options = {}) {
   const opts = { ...defaults, ...options }
   if (!Number.isInteger(opts.periodMs) || opts.periodMs < 10) throw new InvalidArgumentError('invalid periodMs: expected an integer >= 10')
   if (!Number.isInteger(opts.evictAfterFailures) || opts.evictAfterFailures < 1) throw new InvalidArgumentError('invalid evictAfterFailures: expected an integer >= 1')
+  if (typeof opts.quietBelow !== 'number' || !(opts.quietBelow >= 0 && opts.quietBelow <= 1)) throw new InvalidArgumentError('invalid quietBelow: expected a fraction of the period from 0 to 1')
   if (!['fenced', 'none'].includes(opts.handoff)) throw new InvalidArgumentError('invalid handoff: expected "fenced" or "none"')
   const loadMetric = validateLoadMetric(opts.loadMetric)
   for (const k of ['leaseMs', 'leaseCheckMs']) {
@@ -178,6 +184,7 @@ function createController (options = {}) {
   const registers = [registry]
   const m = {
     rounds: new Counter({ name: 'chopper_controller_rounds_total', help: 'Balancing rounds run', registers }),
+    quietRounds: new Counter({ name: 'chopper_controller_quiet_rounds_total', help: 'Rounds that ran no strategy because no app server was busy for quietBelow of the period', registers }),
     saveFailures: new Counter({ name: 'chopper_controller_state_save_failures_total', help: 'Failed saves of the controller state (pushes wait for the save)', registers }),
     elections: new Counter({ name: 'chopper_controller_elections_total', help: 'Times this controller became the leader', registers }),
     depositions: new Counter({ name: 'chopper_controller_depositions_total', help: 'Times this controller stopped leading (lease lost or state claimed by a newer epoch)', registers }),
@@ -486,6 +493,23 @@ function createController (options = {}) {
   }
 
   /**
+   * Whether this round's load is too light for balance to matter (quietBelow):
+   * with loadMetric 'cost', every server's own reported busy time is below
+   * quietBelow x the period, every server's load is known this round, and
+   * every server holds a slice (a server that joined gets its slices at any
+   * load).
+   */
+  function isQuiet (a, costs, unknown) {
+    if (loadMetric !== 'cost' || opts.quietBelow === 0 || unknown.length > 0) return false
+    const limit = opts.quietBelow * opts.periodMs
+    for (const id of Object.keys(a.servers)) if (!((costs[id] || 0) < limit)) return false
+    const holding = new Set()
+    for (const s of a.slices) for (const id of s.servers) holding.add(id)
+    for (const id of Object.keys(a.servers)) if (!holding.has(id)) return false
+    return true
+  }
+
+  /**
    * Strategy inputs: servers whose load is unknown (failed collection) never
    * receive slices; `requests`, when given, is how many requests the period's
    * loads were measured over (the loads may be costs), for chopper's noise floor.
@@ -575,10 +599,14 @@ function createController (options = {}) {
       const imb = imbalance(perServerLoad)
       let churn = 0
       let changed = false
+      const quiet = total > 0 && isQuiet(before, perServerCost, unknown)
       if (total > 0) {
         pristine = false
         if (target) {
           // A handoff is still in progress: balance again once it is granted.
+        } else if (quiet) {
+          // No server is busy enough for balance to matter: nothing to gain, caches to lose.
+          m.quietRounds.inc()
         } else {
           const next = strategy.rebalance(before, loads, strategyOptions, inputsFor(before, undefined, requests))
           churn = keyChurn(before, next)
@@ -599,6 +627,7 @@ function createController (options = {}) {
         perServerCost, // ms
         imbalance: imb,
         unknown,
+        quiet,
         changed,
         churn,
         churnFraction: churn / KEYSPACE_SIZE,

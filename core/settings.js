@@ -19,6 +19,10 @@ const DEFAULT_PORTS = Object.freeze({
 
 const int = (v) => (/^\d+$/.test(v) ? Number(v) : NaN)
 const str = (v) => v
+const fraction = (v, name) => {
+  if (/^\d+(\.\d+)?$/.test(v) && Number(v) <= 1) return Number(v)
+  throw new InvalidArgumentError(`environment variable ${name} must be a number from 0 to 1, got ${JSON.stringify(v)}`)
+}
 const positive = (v, name) => {
   if (/^\d+(\.\d+)?$/.test(v) && Number(v) > 0) return Number(v)
   throw new InvalidArgumentError(`environment variable ${name} must be a number > 0, got ${JSON.stringify(v)}`)
@@ -41,6 +45,7 @@ const ENV = Object.freeze({
     CHOPPER_LEASE_MS: { key: 'leaseMs', default: 1500, parse: int },
     CHOPPER_HANDOFF: { key: 'handoff', default: 'fenced', parse: str },
     CHOPPER_LOAD_METRIC: { key: 'loadMetric', default: 'cost', parse: str },
+    CHOPPER_QUIET_BELOW: { key: 'quietBelow', default: 0.5, parse: fraction }, // 0: balance at any load
     // High availability (docs/controller-ha.md): with a state table the
     // controller persists its state in DynamoDB and competes for leadership
     // with every controller sharing the table; without one it leads alone, in memory.

@@ -186,7 +186,7 @@ describe('the controller balances on cost by default', () => {
 
   /** Two app servers, one slice each; each request states its cost (10 ms on app-1's key, 1 ms on app-2's). */
   async function stack (loadMetric, controllerOptions = {}) {
-    const controller = createController({ periodMs: 600000, startupFenceMs: 0, ...(loadMetric ? { loadMetric } : {}), ...controllerOptions })
+    const controller = createController({ periodMs: 600000, startupFenceMs: 0, quietBelow: 0, ...(loadMetric ? { loadMetric } : {}), ...controllerOptions })
     await controller.start()
     closers.push(() => controller.close())
     const members = {}
@@ -210,9 +210,9 @@ describe('the controller balances on cost by default', () => {
   }
 
   /** 20 requests to each server for a key it holds (same counts, different cost). */
-  async function drive ({ controller, members }) {
+  async function drive ({ controller, members }, slices = 2) {
     const map = new SliceMap(controller.assignment)
-    expect(map.size).toBe(2)
+    if (slices !== null) expect(map.size).toBe(slices)
     for (const id of ['app-1', 'app-2']) {
       const i = map.owners.indexOf(id)
       const key = keyIn(map.starts[i], i + 1 < map.size ? map.starts[i + 1] : KEYSPACE_SIZE)
@@ -286,6 +286,62 @@ describe('the controller balances on cost by default', () => {
     } finally {
       spy.mockRestore()
     }
+  })
+
+  test('a quiet round (every server busy for less than quietBelow of the period) runs no strategy; a busier one does', async () => {
+    // 200 ms of app-1's busy time in a 600 s period: far below half of it
+    const st = await stack(undefined, { quietBelow: 0.5 })
+    const generation = st.controller.assignment.generation
+    await drive(st)
+    const spy = jest.spyOn(getStrategy('chopper'), 'rebalance')
+    try {
+      const round = await st.controller.runRound()
+      expect(round.quiet).toBe(true)
+      expect(round.changed).toBe(false)
+      expect(round.imbalance).toBeCloseTo(200 / 110) // measured and reported all the same
+      expect(spy).not.toHaveBeenCalled()
+      expect(st.controller.assignment.generation).toBe(generation)
+      expect((await call(`${st.controller.url}/metrics`)).body).toMatch(/chopper_controller_quiet_rounds_total 1\n/)
+    } finally {
+      spy.mockRestore()
+    }
+  })
+
+  test('a round is not quiet once a server was busy for quietBelow of the period (here 180 ms of 600 s)', async () => {
+    const st = await stack(undefined, { quietBelow: 0.0003 })
+    await drive(st)
+    const round = await st.controller.runRound()
+    expect(round.quiet).toBe(false)
+    expect(round.changed).toBe(true)
+  })
+
+  test('a server that joined and holds no slice gets one even in a quiet round', async () => {
+    const st = await stack(undefined, { quietBelow: 0.5 })
+    await drive(st)
+    expect((await st.controller.runRound()).quiet).toBe(true) // load seen: a join no longer lays the keyspace out afresh
+    const app = express.Router()
+    app.get('/work', (req, res) => res.json({ ok: true }))
+    const third = createAppServer({ id: 'app-3', app, controllerUrl: st.controller.url })
+    await third.start()
+    closers.push(() => third.close())
+    await pollUntil(() => Object.hasOwn(st.controller.assignment.servers, 'app-3'), { what: 'app-3 in the assignment' })
+    const holds = (id) => st.controller.assignment.slices.some((sl) => sl.servers.includes(id))
+    expect(holds('app-3')).toBe(false)
+    // The same light traffic: while app-3 holds nothing no round is quiet (the first splits, the next moves)
+    for (let r = 0; r < 4 && !holds('app-3'); r++) {
+      await drive(st, null)
+      const round = await st.controller.runRound()
+      expect(round.quiet).toBe(false)
+      expect(round.changed).toBe(true)
+      await pollUntil(() => st.controller.settled(100), { what: 'the handoff to be granted' })
+    }
+    expect(holds('app-3')).toBe(true)
+    await drive(st, null)
+    expect((await st.controller.runRound()).quiet).toBe(true) // and quiet again once it holds one
+  })
+
+  test('quietBelow is validated', () => {
+    for (const quietBelow of [-0.1, 1.5, '0.5', NaN]) expect(() => createController({ quietBelow })).toThrow(/invalid quietBelow/)
   })
 
   test('with loadMetric requests the same traffic is balanced: the strategy sees equal loads', async () => {

@@ -45,7 +45,7 @@ function windowSequence ({ hot, cold }) {
 
 async function startStack (strategy, periodMs) {
   const closers = []
-  const controller = createController({ strategy, periodMs, startupFenceMs: 0, ...(strategy === 'chopper' ? { strategyOptions: { minReplicas: 1 } } : {}) }) // the paper's start: one server per slice
+  const controller = createController({ strategy, periodMs, startupFenceMs: 0, quietBelow: 0, ...(strategy === 'chopper' ? { strategyOptions: { minReplicas: 1 } } : {}) }) // the paper's start: one server per slice
   const { url: controllerUrl } = await controller.start()
   closers.push(() => controller.close())
   const servers = []
