@@ -22,6 +22,7 @@ Control calls are signed with CHOPPER_CLUSTER_TOKEN, or with a token generated f
   --strategy NAME                  ${Object.keys(strategies).join(', ')} (default ${defaults.strategy})
   --period MS                      balancing period in ms (default ${defaults.periodMs})
   --load-metric cost|requests      what the controller balances: busy time or request counts (default ${defaults.loadMetric})
+  --quiet-below F                  with cost: no rebalancing while every app server is busy for less than this fraction of the period (default ${defaults.quietBelow}; 0: balance at any load)
   --port P                         first front end's port; the rest follow (default ${defaults.port})
   --workers N                      processes per front end, sharing its port via node:cluster (default ${defaults.frontendWorkers})
   --replica-choice NAME            reads of replicated slices: ${POLICIES.join(', ')} (default p2c)
@@ -43,6 +44,7 @@ async function main () {
       strategy: { type: 'string' },
       period: { type: 'string' },
       'load-metric': { type: 'string' },
+      'quiet-below': { type: 'string' },
       port: { type: 'string' },
       workers: { type: 'string' },
       'replica-choice': { type: 'string' },
@@ -84,6 +86,7 @@ async function main () {
       strategy: values.strategy,
       periodMs: values.period,
       loadMetric: values['load-metric'],
+      quietBelow: values['quiet-below'] === undefined ? undefined : Number(values['quiet-below']),
       port: values.port,
       frontendWorkers: values.workers,
       replicaChoice: values['replica-choice'],

@@ -21,6 +21,7 @@ const defaults = Object.freeze({
   strategy: 'chopper',
   strategyOptions: {},
   loadMetric: 'cost', // what the controller balances: 'cost' (busy ms) or 'requests'
+  quietBelow: 0.5, // the controller's quiet rounds: no server busy for this fraction of the period -> no rebalancing (0: balance at any load)
   periodMs: 5000,
   port: 8080, // first front end; the rest follow. 0 = ephemeral ports everywhere
   // Processes per front end (node:cluster, frontend/cluster.js). 1 here: the
@@ -72,7 +73,7 @@ async function startLocalCluster (options = {}) {
     for (let i = 1; i <= opts.controllers; i++) {
       const store = new DynamoStateStore({ table: 'chopper-controller', endpoint: stateDb.endpoint, logger: log })
       closers.push(() => store.close())
-      const controller = createController({ host: opts.host, port: 0, strategy: opts.strategy, strategyOptions: opts.strategyOptions, loadMetric: opts.loadMetric, periodMs: opts.periodMs, startupFenceMs: 0, store, controllerId: `controller-${i}`, clusterToken, logger: opts.controllers > 1 ? log.child({ controllerId: `controller-${i}` }) : log }) // a fresh cluster: no predecessor's leases to wait out
+      const controller = createController({ host: opts.host, port: 0, strategy: opts.strategy, strategyOptions: opts.strategyOptions, loadMetric: opts.loadMetric, quietBelow: opts.quietBelow, periodMs: opts.periodMs, startupFenceMs: 0, store, controllerId: `controller-${i}`, clusterToken, logger: opts.controllers > 1 ? log.child({ controllerId: `controller-${i}` }) : log }) // a fresh cluster: no predecessor's leases to wait out
       await controller.start()
       closers.push(() => controller.close())
       controllers.push(controller)

@@ -52,7 +52,7 @@ suite('dashboard in chromium', () => {
 
   test('the heatmap fills with load and changes when the controller rebalances; a bar per server; no console errors', async () => {
     // one server per slice at first, so relieving app-1 means moving slices (what the heatmap marks)
-    cluster = await startLocalCluster({ port: 0, periodMs: 300, frontends: 1, servers: 3, app: 'compute', strategyOptions: { minReplicas: 1 } })
+    cluster = await startLocalCluster({ port: 0, periodMs: 300, frontends: 1, servers: 3, app: 'compute', strategyOptions: { minReplicas: 1 }, quietBelow: 0 })
     const { controller, url } = cluster.controller
     browser = await launchBrowser()
     const page = await browser.newPage()

@@ -55,7 +55,7 @@ describe('npm start (bin/cluster.js)', () => {
   })
 
   test('a bad flag gets the usage message and exit code 2', async () => {
-    for (const args of [['--bogus'], ['--servers', 'many'], ['--strategy', 'random'], ['--controllers', '0']]) {
+    for (const args of [['--bogus'], ['--servers', 'many'], ['--strategy', 'random'], ['--controllers', '0'], ['--quiet-below', '2'], ['--quiet-below', 'x']]) {
       const { out, exited } = run(args)
       expect((await exited).code).toBe(2)
       expect(out.stderr).toMatch(/^error: /)
