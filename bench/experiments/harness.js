@@ -5,7 +5,7 @@ const loadgen = require('../../loadgen')
 const { CONTENDER_NAMES, CONTENDERS } = require('./contenders')
 const { contenderMetrics, ratios } = require('./metrics')
 const { startSutProcess } = require('./sut-process')
-const { scaleWorkload, preloadWorkload, modelledCapacity } = require('./scenario')
+const { scaleWorkload, preloadWorkload, warmupWorkload, modelledCapacity } = require('./scenario')
 const { haproxyVersion } = require('./haproxy-process')
 const { InvalidArgumentError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
@@ -70,6 +70,12 @@ async function runContender (name, experiment, workload, logger) {
   const sut = await startSutProcess(name, experiment)
   try {
     const runOptions = { target: sut.target, servers: sut.serverIds, connections: experiment.connections, maxInFlight: 8192, timeoutMs: experiment.timeoutMs, windowMs: experiment.periodMs, logger }
+    // JIT warm-up of the fresh processes (scenario.js warmupWorkload): not measured, no measured key touched.
+    let warmup = null
+    if (experiment.warmupSeconds > 0) {
+      const w = await loadgen.run(warmupWorkload(workload, experiment.warmupSeconds, experiment.warmupRate), { ...runOptions, perKey: false })
+      warmup = { requests: w.totals.scheduled, responses: w.totals.responses, status: w.totals.status }
+    }
     let preload = null
     if (experiment.preload) {
       const p = await loadgen.run(preloadWorkload(workload, experiment.preloadRate), { ...runOptions, perKey: false })
@@ -88,7 +94,7 @@ async function runContender (name, experiment, workload, logger) {
     const stats = await sut.serverStats()
     // Each app server's modelled queue over the whole run (preload included): busy time, peak queue, refusals.
     const servers = sut.serverIds.map((id, i) => ({ id, pid: sut.processes.appServers[id], capacity: stats[i] && stats[i].capacity && pick(stats[i].capacity, ['served', 'busyMs', 'peakQueue', 'refused']), guard: stats[i] && stats[i].guard, kv: stats[i] && stats[i].kv }))
-    return { preload, haproxyConfig: sut.haproxyConfig, targets: sut.target, processes: sut.processes, servers, ...m }
+    return { warmup, preload, haproxyConfig: sut.haproxyConfig, targets: sut.target, processes: sut.processes, servers, ...m }
   } finally {
     await sut.close()
   }

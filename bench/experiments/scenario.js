@@ -29,6 +29,11 @@ const EXPERIMENT_DEFAULTS = Object.freeze({
   preload: false, // KV: set every key once before measuring, so gets find a value
   missingKeys: 'error', // KV: 'miss' counts a GET of a key nobody wrote (404) as a cache miss, not an error (large key sets, no preload)
   preloadRate: 300, // req/s of the preload (writes cost the most; stay under capacity)
+  // JIT warm-up of each contender's fresh processes, not measured: this long of the first
+  // phase's request mix, at this share of its rate, over keys outside the scenario's own
+  // (warmupWorkload), so no measured key is cached by it. 0 s: none
+  warmupSeconds: 2,
+  warmupRate: 0.5,
   imbalanceTarget: 1.25, // recovery = periods until the per-period imbalance stays under this (paper 5.2.3's move ratio)
   sloMs: 100, // rising: a step counts as sustained when p99 <= sloMs ...
   sustainedShare: 0.95, // ... and at least this share of the offered rate completed in the step
@@ -58,6 +63,8 @@ function validateScenario (input, name) {
   if (!(typeof e.imbalanceTarget === 'number' && e.imbalanceTarget >= 1)) fail('imbalanceTarget', 'a number >= 1')
   if (!(typeof e.sustainedShare === 'number' && e.sustainedShare > 0 && e.sustainedShare <= 1)) fail('sustainedShare', 'a fraction in (0, 1]')
   if (typeof e.preload !== 'boolean') fail('preload', 'a boolean')
+  if (!(typeof e.warmupSeconds === 'number' && e.warmupSeconds >= 0 && e.warmupSeconds <= 60)) fail('warmupSeconds', 'a number of seconds from 0 to 60')
+  if (!(typeof e.warmupRate === 'number' && e.warmupRate > 0 && e.warmupRate <= 1)) fail('warmupRate', 'a fraction in (0, 1]')
   if (!['error', 'miss'].includes(e.missingKeys)) fail('missingKeys', "'error' or 'miss'")
   if (!e.appOptions || typeof e.appOptions !== 'object') fail('appOptions', 'an object')
   if (!e.strategyOptions || typeof e.strategyOptions !== 'object') fail('strategyOptions', 'an object')
@@ -114,6 +121,25 @@ function preloadWorkload (workload, rate) {
   })
 }
 
+/** Keys the warm-up uses: never one of a scenario's own (their prefix is the workload's). */
+const WARMUP_KEYS = Object.freeze({ count: 1000, prefix: 'chopper-warmup-' })
+
+/**
+ * The JIT warm-up before a contender's measured run (and its preload): the
+ * first phase's path and request mix (so the same code paths run: reads,
+ * writes, misses, fences), uniform over WARMUP_KEYS, at `rateShare` of the
+ * first phase's rate for `seconds`. Its keys are none of the scenario's, so
+ * it leaves no measured key cached; it is not measured.
+ */
+function warmupWorkload (workload, seconds, rateShare) {
+  const p = workload.phases[0]
+  return validateSpec({
+    seed: workload.seed,
+    name: `${workload.name || 'workload'}-warmup`,
+    phases: [{ name: 'warmup', duration: seconds, rate: Math.max(1, p.rate * rateShare), keys: WARMUP_KEYS, distribution: 'uniform', hot: null, mix: p.mix, value: p.value, path: p.path }]
+  })
+}
+
 /**
  * The modelled aggregate capacity (req/s) of a scenario's app servers for its
  * first phase's request mix (null outside model mode). Compute: from n in the
@@ -142,4 +168,4 @@ function modelledCapacity (experiment, workload) {
 
 const round3 = (x) => Math.round(x * 1000) / 1000
 
-module.exports = { modelledCapacity, EXPERIMENT_DEFAULTS, SCENARIO_DIR, validateScenario, loadScenario, scenarioNames, scaleWorkload, preloadWorkload }
+module.exports = { modelledCapacity, EXPERIMENT_DEFAULTS, SCENARIO_DIR, validateScenario, loadScenario, scenarioNames, scaleWorkload, preloadWorkload, warmupWorkload, WARMUP_KEYS }

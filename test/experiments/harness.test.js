@@ -6,7 +6,7 @@ const path = require('node:path')
 const YAML = require('yaml')
 const { main } = require('../../bench/experiments/run')
 const { runScenario } = require('../../bench/experiments/harness')
-const { validateScenario, loadScenario, scenarioNames } = require('../../bench/experiments/scenario')
+const { validateScenario, loadScenario, scenarioNames, warmupWorkload, WARMUP_KEYS } = require('../../bench/experiments/scenario')
 const { CONTENDER_NAMES } = require('../../bench/experiments/contenders')
 const { affinityOf, recoveryPeriods, controllerRecoveryPeriods, errorsOf } = require('../../bench/experiments/metrics')
 const { headline, renderReport } = require('../../bench/experiments/report')
@@ -15,7 +15,7 @@ const CONTROLLED = ['chopper', 'chopper-single', 'chopper-hot-only', 'consistent
 
 // A tiny compute scenario: two 1 s phases with different hot keys, 2 servers at ~50 % of the modelled capacity.
 const tiny = {
-  experiment: { app: 'compute', servers: 2, periodMs: 250, capacity: { mode: 'model', computeMsPerMillionOps: 4 }, kind: 'rising', sloMs: 200 },
+  experiment: { app: 'compute', servers: 2, periodMs: 250, capacity: { mode: 'model', computeMsPerMillionOps: 4 }, kind: 'rising', sloMs: 200, warmupSeconds: 0.2 },
   workload: {
     name: 'tiny',
     seed: 7,
@@ -134,26 +134,31 @@ describe('experiments harness', () => {
 
   test('a kv-cache scenario reports cache hit rates and preloads its keys', async () => {
     const scenario = validateScenario({
-      experiment: { app: 'kv-cache', servers: 2, periodMs: 250, preload: true, capacity: { mode: 'model', kvHitMs: 1, kvStoreMs: 2 } },
+      experiment: { app: 'kv-cache', servers: 2, periodMs: 250, preload: true, capacity: { mode: 'model', kvHitMs: 1, kvStoreMs: 2 }, warmupSeconds: 0.5 },
       workload: { seed: 3, defaults: { keys: { count: 20 }, mix: { get: 0.8, set: 0.2 }, value: 32, path: '/kv?key={key}' }, phases: [{ name: 'a', duration: '1s', rate: 120 }, { name: 'b', duration: '0.5s', rate: 120, distribution: { type: 'zipf', s: 1 } }] }
     }, 'tiny-kv')
     const r = await runScenario(scenario, { contenders: ['chopper', 'haproxy-random2'] })
     expect(r.contenders.map((c) => c.name)).toEqual(['chopper', 'haproxy-random2'])
     for (const c of r.contenders) {
       expect(c.preload).toEqual({ requests: 20, errors: 0 })
+      // the JIT warm-up: half the first phase's rate for 0.5 s, every request answered, none counted in the run
+      expect(c.warmup.requests).toBe(30)
+      expect(c.warmup.responses).toBe(30)
+      expect(c.throughput.scheduled).toBe(180)
       expectContenderFields(c, { kv: true, controller: c.name === 'chopper' })
     }
   })
 
   test('a large key set without preload: GETs of keys nobody wrote count as misses, not errors', async () => {
     const scenario = validateScenario({
-      experiment: { app: 'kv-cache', servers: 2, periodMs: 250, missingKeys: 'miss', capacity: { mode: 'model', kvHitMs: 1, kvStoreMs: 2 } },
+      experiment: { app: 'kv-cache', servers: 2, periodMs: 250, missingKeys: 'miss', capacity: { mode: 'model', kvHitMs: 1, kvStoreMs: 2 }, warmupSeconds: 0 },
       workload: { seed: 9, defaults: { keys: { count: 100000 }, distribution: { type: 'zipf', s: 1.1 }, mix: { get: 0.9, set: 0.1 }, value: 32, path: '/kv?key={key}' }, phases: [{ name: 'a', duration: '1s', rate: 150 }] }
     }, 'tiny-large')
     const r = await runScenario(scenario, { contenders: ['chopper'] })
     const c = r.contenders[0]
     expect(c.ok).toBe(true)
     expect(c.preload).toBeNull()
+    expect(c.warmup).toBeNull() // warmupSeconds 0
     expect(c.throughput.notFound).toBeGreaterThan(0)
     expect(c.throughput.errors).toBe(0)
     expect(c.cache.misses).toBeGreaterThanOrEqual(c.throughput.notFound)
@@ -175,6 +180,18 @@ describe('experiments harness', () => {
     expect(() => loadScenario('nope')).toThrow(/unknown scenario "nope"/)
     expect(() => validateScenario({ experiment: { app: 'x' }, workload: tiny.workload })).toThrow(/experiment\.app/)
     expect(() => validateScenario({ experiment: { typo: 1 }, workload: tiny.workload })).toThrow(/experiment\.typo/)
+    expect(() => validateScenario({ experiment: { warmupSeconds: -1 }, workload: tiny.workload })).toThrow(/experiment\.warmupSeconds/)
+    expect(() => validateScenario({ experiment: { warmupRate: 0 }, workload: tiny.workload })).toThrow(/experiment\.warmupRate/)
+    // the warm-up runs the first phase's path and mix at the given share of its rate, on keys no scenario uses
+    for (const s of loaded) {
+      const w = warmupWorkload(s.workload, 2, 0.5)
+      expect(w.phases).toHaveLength(1)
+      expect(w.phases[0].rate).toBe(s.workload.phases[0].rate / 2)
+      expect(w.phases[0].mix).toEqual(s.workload.phases[0].mix)
+      expect(w.phases[0].path).toBe(s.workload.phases[0].path)
+      expect(w.phases[0].keys.prefix).toBe(WARMUP_KEYS.prefix)
+      for (const p of s.workload.phases) expect((p.keys.prefix || '').startsWith(WARMUP_KEYS.prefix)).toBe(false)
+    }
   })
 })
 
