@@ -36,12 +36,13 @@ const { values } = parseArgs({
     'max-slices': { type: 'string', default: String(defaults.maxSlices) },
     replicate: { type: 'string', default: String(defaults.replicate) },
     'min-replicas': { type: 'string', default: String(defaults.minReplicas) },
+    'balance-primaries': { type: 'string', default: String(defaults.balancePrimaries) },
     help: { type: 'boolean', short: 'h', default: false }
   }
 })
 if (values.help) {
   console.log(`usage: node bench/strategy-round.js [--servers 1000] [--slices 100] [--runs 9] [--seed 1]
-  [--max-slices ${defaults.maxSlices}] [--replicate true|false] [--min-replicas ${defaults.minReplicas}]
+  [--max-slices ${defaults.maxSlices}] [--replicate true|false] [--min-replicas ${defaults.minReplicas}] [--balance-primaries true|false]
 Times one chopper round (median of --runs after a warm-up) on --servers x --slices
 scattered slices with seeded Pareto loads. --replicate false runs the
 single-owner round (no replication phase). With replication, every input slice
@@ -51,6 +52,7 @@ Target: <= 100 ms at 1,000 servers.`)
   process.exit(0)
 }
 if (values.replicate !== 'true' && values.replicate !== 'false') throw new TypeError('--replicate must be true or false')
+if (values['balance-primaries'] !== 'true' && values['balance-primaries'] !== 'false') throw new TypeError('--balance-primaries must be true or false')
 const nServers = Number(values.servers)
 const perServer = Number(values.slices)
 const runs = Number(values.runs)
@@ -84,7 +86,7 @@ function buildInput () {
 const { assignment, loads } = buildInput()
 const times = []
 let result
-const options = values.replicate === 'true' ? { maxSlices, replicate: true, minReplicas } : { maxSlices, replicate: false }
+const options = values.replicate === 'true' ? { maxSlices, replicate: true, minReplicas, balancePrimaries: values['balance-primaries'] === 'true' } : { maxSlices, replicate: false }
 chopperRound(assignment, loads, options) // warm-up (JIT)
 for (let i = 0; i < runs; i++) {
   const t0 = performance.now()
@@ -96,7 +98,7 @@ const count = (op) => result.ops.filter((o) => o.op === op).length
 const pct = (keys) => (100 * keys / 2 ** 32).toFixed(2) + '%'
 console.log(`chopper round: ${nServers} servers x ${perServer} slices = ${assignment.slices.length} slices, maxSlices ${maxSlices}, replicate ${options.replicate}${options.replicate ? `, minReplicas ${minReplicas}` : ''}, seed ${seed}, node ${process.version}`)
 console.log(`  ms per round: median ${times[times.length >> 1].toFixed(1)}, min ${times[0].toFixed(1)}, max ${times[times.length - 1].toFixed(1)} (${runs} runs after 1 warm-up)`)
-console.log(`  ops: ${count('merge')} merges, ${count('move')} moves (stop: ${result.moveStop}), ${count('split')} splits -> ${result.assignment.slices.length} slices`)
+console.log(`  ops: ${count('merge')} merges, ${count('move')} moves (stop: ${result.moveStop}), ${count('split')} splits, ${count('primary')} primary changes -> ${result.assignment.slices.length} slices`)
 if (options.replicate) {
   const replicated = result.assignment.slices.filter((s) => s.servers.length > 1).length
   console.log(`  replication: ${count('replicate')} slices gained replicas, ${count('unreplicate')} lost some -> ${replicated} replicated slices`)
