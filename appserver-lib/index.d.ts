@@ -324,6 +324,8 @@ export class ShardGuard {
   /** Whether a lease is required (strict mode) yet. */
   readonly leasesEnforced: boolean
   readonly stats: ShardGuardStats
+  /** Requests begun and not yet ended, under any map (what X-Chopper-Inflight reports). */
+  readonly running: number
   /** Current generation; 0 before the first assignment. */
   readonly generation: number
   /**
