@@ -254,6 +254,8 @@ function chopperRound (assignment, loads, opts, inputs) {
   const slices = new Array(c.n)
   for (let i = 0; i < c.n; i++) slices[i] = { start: c.start[i], end: c.end[i], servers: serversOf(c, i, index, assignment.slices, sets) }
   // Last: spread the hot replicated slices' primaries (their writes); a reorder costs no churn.
+  // Its floor is the replication unit (replicate.js) over the slices it sees: the round's
+  // output, after merges and splits, not the input slices replication's own unit uses.
   const primaries = replicated && o.balancePrimaries
     ? balancePrimaries(slices, c.load, {
       floor: Math.max(o.replicaLoadFraction * total / Math.max(1, index.ids.length - frozenIds.length), total / c.n),
