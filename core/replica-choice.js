@@ -201,7 +201,9 @@ function choose (policy, candidates, load, size, rng = Math.random) {
       let min = Infinity
       for (let p = 0; p < n; p++) {
         const s = candidates[p]
-        if (long[s] === 0 && load.seen(s) < min) { min = load.seen(s); best = p }
+        if (long[s] !== 0) continue
+        const v = load.seen(s)
+        if (v < min) { min = v; best = p }
       }
       return best
     }
