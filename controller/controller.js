@@ -599,7 +599,8 @@ function createController (options = {}) {
       const imb = imbalance(perServerLoad)
       let churn = 0
       let changed = false
-      const quiet = total > 0 && isQuiet(before, perServerCost, unknown)
+      // A round held by a handoff in progress is not quiet: the handoff is what ran no strategy.
+      const quiet = total > 0 && !target && isQuiet(before, perServerCost, unknown)
       if (total > 0) {
         pristine = false
         if (target) {

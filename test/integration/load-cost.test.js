@@ -182,9 +182,13 @@ describe('LoadCollector', () => {
 
 describe('the controller balances on cost by default', () => {
   const closers = []
-  afterEach(async () => { for (const c of closers.splice(0).reverse()) await c() })
+  const hung = [] // responses of POST /hang, held open until the test ends
+  afterEach(async () => {
+    for (const res of hung.splice(0)) res.end()
+    for (const c of closers.splice(0).reverse()) await c()
+  })
 
-  /** Two app servers, one slice each; each request states its cost (10 ms on app-1's key, 1 ms on app-2's). */
+  /** Two app servers, one slice each; each request states its cost (10 ms on app-1's key, 1 ms on app-2's). POST /hang is a write that stays open. */
   async function stack (loadMetric, controllerOptions = {}) {
     const controller = createController({ periodMs: 600000, startupFenceMs: 0, quietBelow: 0, ...(loadMetric ? { loadMetric } : {}), ...controllerOptions })
     await controller.start()
@@ -196,6 +200,7 @@ describe('the controller balances on cost by default', () => {
         setRequestCost(req, id === 'app-1' ? 10 : 1)
         res.json({ ok: true })
       })
+      app.post('/hang', (req, res) => { hung.push(res) })
       const s = createAppServer({ id, app, controllerUrl: controller.url })
       await s.start()
       closers.push(() => s.close())
@@ -313,6 +318,50 @@ describe('the controller balances on cost by default', () => {
     const round = await st.controller.runRound()
     expect(round.quiet).toBe(false)
     expect(round.changed).toBe(true)
+  })
+
+  test('a round held by a handoff in progress is not reported quiet, however light its load', async () => {
+    // One server per slice (no replicas), so a move takes a range from app-1 and needs a handoff.
+    const st = await stack(undefined, { quietBelow: 0.0003, strategyOptions: { replicate: false } }) // 180 ms of the 600 s period
+    const keyOf = (id) => {
+      const map = new SliceMap(st.controller.assignment)
+      const i = map.owners.indexOf(id)
+      return keyIn(map.starts[i], i + 1 < map.size ? map.starts[i + 1] : KEYSPACE_SIZE)
+    }
+    // A write on app-1 that does not finish: a handoff away from app-1 waits for it (or its lease).
+    const write = http.request(`${st.members['app-1'].urls.url}/hang?key=${keyOf('app-1')}`, { method: 'POST' })
+    write.on('error', () => {}) // ended with the test
+    write.end()
+    closers.push(() => write.destroy())
+    await pollUntil(() => hung.length === 1, { intervalMs: 5, what: 'the write to be admitted' })
+    // app-2's first key stays app-2's: moves only take load off the hot app-1
+    const keys = { 'app-2': keyOf('app-2') }
+    /** n requests to `id` on a key it holds, each closed (app-1 keeps the hung write). */
+    const load = async (id, n) => {
+      const key = keys[id] || keyOf(id)
+      for (let k = 0; k < n; k++) expect((await call(`${st.members[id].urls.url}/work?key=${key}`)).status).toBe(200)
+      await pollUntil(() => st.members[id].guard.running === (id === 'app-1' ? 1 : 0), { intervalMs: 5, what: 'every request to close' })
+    }
+    // 200 ms on app-1 a round: busy enough for the strategy; the first round splits, a later one moves load off app-1.
+    let moving = false
+    for (let r = 0; r < 4 && !moving; r++) {
+      await load('app-1', 20)
+      const round = await st.controller.runRound()
+      expect(round.quiet).toBe(false)
+      if (!round.changed) continue
+      moving = st.controller.status().handoff.inProgress
+      if (!moving) expect(await st.controller.settled(2000)).toBe(true)
+    }
+    expect(moving).toBe(true) // app-1 still runs a write admitted under a map before the move
+    expect(st.controller.status().handoff.waitingFor).toHaveProperty('app-1')
+    // The next round's load (20 ms, all on app-2) is under quietBelow, but the handoff is what holds the strategy.
+    await load('app-2', 20)
+    const held = await st.controller.runRound()
+    expect(held.perServerCost).toEqual({ 'app-1': 0, 'app-2': 20 })
+    expect(held.changed).toBe(false)
+    expect(held.quiet).toBe(false)
+    expect(st.controller.status().handoff.inProgress).toBe(true) // still: the round ran while it was
+    expect((await call(`${st.controller.url}/metrics`)).body).toMatch(/chopper_controller_quiet_rounds_total 0\n/)
   })
 
   test('a server that joined and holds no slice gets one even in a quiet round', async () => {
