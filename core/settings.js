@@ -23,6 +23,10 @@ const fraction = (v, name) => {
   if (/^\d+(\.\d+)?$/.test(v) && Number(v) <= 1) return Number(v)
   throw new InvalidArgumentError(`environment variable ${name} must be a number from 0 to 1, got ${JSON.stringify(v)}`)
 }
+const bool = (v, name) => {
+  if (v === 'true' || v === 'false') return v === 'true'
+  throw new InvalidArgumentError(`environment variable ${name} must be true or false, got ${JSON.stringify(v)}`)
+}
 const positive = (v, name) => {
   if (/^\d+(\.\d+)?$/.test(v) && Number(v) > 0) return Number(v)
   throw new InvalidArgumentError(`environment variable ${name} must be a number > 0, got ${JSON.stringify(v)}`)
@@ -71,6 +75,7 @@ const ENV = Object.freeze({
     CHOPPER_ADVERTISE_HOST: { key: 'advertiseHost', default: '127.0.0.1', parse: str },
     CHOPPER_REPLICA_CHOICE: { key: 'replicaChoice', default: 'p2c', parse: str }, // validated by createFrontend
     CHOPPER_SERVER_REPORT_TTL_MS: { key: 'serverReportTtlMs', default: 250, parse: int }, // 0: ignore app servers' X-Chopper-Inflight
+    CHOPPER_SERVER_REPORT_DECAY: { key: 'serverReportDecay', default: true, parse: bool }, // false: a report's others count whole until its TTL
     // optional: unset means none (every request has size 1; no LC* threshold), so AWS need not set them
     CHOPPER_REPLICA_SIZE_PARAM: { key: 'replicaSizeParam', default: undefined, parse: str, optional: true },
     CHOPPER_REPLICA_SIZE_POWER: { key: 'replicaSizePower', default: undefined, parse: positive, optional: true },

@@ -28,7 +28,8 @@ const { RETRY_NEWER_MAP } = require('../core/http')
  * exactly once when the upstream exchange is over: the whole answer read, a
  * 421 drained, a transport error, or an abort. The in-flight counters replica
  * choice reads depend on that pairing. An answer's X-Chopper-Inflight (how
- * many requests the app server holds) goes to `tracker.report(slot, n)` and
+ * many requests the app server holds) goes to `tracker.report(slot, n,
+ * sentAt)`, with the `performance.now()` at which the attempt was sent, and
  * is not forwarded.
  *
  * The default forwarder sends a request without a body through
@@ -111,6 +112,7 @@ class ForwardHandler {
     this.tracker = tracker // null: not counted
     this.slot = slot
     this.size = size
+    this.sentAt = tracker === null ? 0 : performance.now() // the server's answer time goes with its report
     this.abort = null
     this.resume = null
     this.misdirected = null
@@ -137,7 +139,7 @@ class ForwardHandler {
     process.nextTick(uncork, res)
     const headers = []
     const inflight = appendResponseHeaders(rawHeaders, headers)
-    if (inflight !== -1 && this.tracker !== null) this.tracker.report(this.slot, inflight)
+    if (inflight !== -1 && this.tracker !== null) this.tracker.report(this.slot, inflight, this.sentAt)
     for (let i = 0; i < this.extra.length; i++) headers.push(this.extra[i])
     res.writeHead(statusCode, headers)
     this.resume = resume
@@ -268,6 +270,7 @@ class AxiosForwarder {
       tracker.end(slot, size)
     }
     if (tracker !== null) tracker.begin(slot, size)
+    handle.sentAt = tracker === null ? 0 : performance.now()
     this.#attempt(origin, request, res, extra, handle, end, tracker, slot).then((outcome) => done(null, outcome), (err) => { end(); done(err) })
     return handle
   }
@@ -307,7 +310,7 @@ class AxiosForwarder {
     }
     const forwarded = []
     const inflight = appendResponseHeaders(raw, forwarded)
-    if (inflight !== -1 && tracker !== null) tracker.report(slot, inflight)
+    if (inflight !== -1 && tracker !== null) tracker.report(slot, inflight, handle.sentAt)
     res.writeHead(upstream.status, forwarded.concat(extra))
     stream.once('error', (err) => res.destroy(err))
     handle.abort = () => stream.destroy()

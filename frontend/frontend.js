@@ -45,6 +45,7 @@ const defaults = Object.freeze({
   lcstarMaxWaitMs: 1000, // lcstar: how long one waits before it goes to the least connected
   replicaRng: undefined, // () => number in [0, 1) for p2c and random; Math.random by default (tests pass a seeded one)
   serverReportTtlMs: 250, // an app server's answer says how many requests it holds (X-Chopper-Inflight); p2c, lc and lcstar count the other front ends' share of it for this long; 0: own in-flight counts only
+  serverReportDecay: true, // ... and count that share as done, linearly, over one of our recent answer times from that server (false: the whole share until serverReportTtlMs)
   // The shared cluster secret (docs/security.md): calls to the controller
   // (registration, pulls) are signed with it, and pushes must be. undefined: unauthenticated.
   clusterToken: undefined,
@@ -149,7 +150,8 @@ function createReplicaRouter (opts) {
     maxDeferred: opts.lcstarMaxDeferred,
     maxWaitMs: opts.lcstarMaxWaitMs,
     rng: opts.replicaRng,
-    reportTtlMs: opts.serverReportTtlMs
+    reportTtlMs: opts.serverReportTtlMs,
+    reportDecay: opts.serverReportDecay
   })
 }
 

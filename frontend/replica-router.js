@@ -43,15 +43,17 @@ class ReplicaRouter {
    * @param {number} [options.maxWaitMs] LC*: how long one waits, at most
    * @param {() => number} [options.rng]
    * @param {number} [options.reportTtlMs] how long a server's report of its requests counts; 0: own counts only
+   * @param {boolean} [options.reportDecay] count a report's other requests as done over one answer time (ReplicaLoad)
    */
-  constructor ({ policy = 'p2c', sizeOf, longThreshold = Infinity, maxDeferred = 1024, maxWaitMs = 1000, rng = Math.random, reportTtlMs = 250 } = {}) {
+  constructor ({ policy = 'p2c', sizeOf, longThreshold = Infinity, maxDeferred = 1024, maxWaitMs = 1000, rng = Math.random, reportTtlMs = 250, reportDecay = true } = {}) {
     checkPolicy(policy, 'replicaChoice')
     if (sizeOf !== undefined && typeof sizeOf !== 'function') throw new InvalidArgumentError('invalid sizeOf: expected a function (req) => number')
     if (!Number.isInteger(maxDeferred) || maxDeferred < 0) throw new InvalidArgumentError('invalid lcstarMaxDeferred: expected an integer >= 0')
     if (!Number.isInteger(maxWaitMs) || maxWaitMs < 0) throw new InvalidArgumentError('invalid lcstarMaxWaitMs: expected an integer >= 0')
     this.policy = policy
     if (typeof reportTtlMs !== 'number' || !Number.isFinite(reportTtlMs) || reportTtlMs < 0) throw new InvalidArgumentError('invalid serverReportTtlMs: expected a number of ms >= 0')
-    this.load = new ReplicaLoad({ longThreshold, reportTtlMs })
+    if (typeof reportDecay !== 'boolean') throw new InvalidArgumentError('invalid serverReportDecay: expected true or false')
+    this.load = new ReplicaLoad({ longThreshold, reportTtlMs, reportDecay })
     this.reports = false // a server has reported its load: choices read the clock
     // Sizes matter to jsq and lcstar only; the others count every request as 1.
     this.needsSize = sizeOf !== undefined && (policy === 'jsq' || policy === 'lcstar')
@@ -267,11 +269,14 @@ class ReplicaRouter {
   /**
    * The server in `slot` answered one of our requests (still counted in
    * flight) saying it holds `inSystem` requests, that one included.
+   * `sentAt`: performance.now() when that request was sent (its answer time
+   * tells how fast the server works through what it holds).
    */
-  report (slot, inSystem) {
+  report (slot, inSystem, sentAt) {
     if (this.load.reportTtlMs === 0) return
     this.reports = true
-    this.load.report(slot, inSystem, performance.now())
+    const now = performance.now()
+    this.load.report(slot, inSystem, now, sentAt > 0 ? now - sentAt : 0)
   }
 
   /** A request of `size` was dispatched to `slot`. */

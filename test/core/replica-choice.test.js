@@ -219,7 +219,56 @@ describe('ReplicaLoad', () => {
     expect(load.seen(1)).toBe(0)
   })
 
+  test('reportDecay: a report\'s others count as done, linearly, over the server\'s average answer time', () => {
+    const load = new ReplicaLoad({ capacity: 3, reportTtlMs: 100 })
+    load.begin(0, 1)
+    load.report(0, 5, 1000, 8) // 4 others; our answer from it took 8 ms
+    expect(load.answerMs[0]).toBe(8)
+    load.now = 1000
+    expect(load.seen(0)).toBe(5)
+    load.now = 1002 // a quarter of an answer time on: 3 of the 4 left
+    expect(load.seen(0)).toBeCloseTo(4)
+    load.now = 1006
+    expect(load.seen(0)).toBeCloseTo(2)
+    load.now = 1008 // worked off: our own count only, well before the report's TTL
+    expect(load.seen(0)).toBe(1)
+    load.now = 1050
+    expect(load.seen(0)).toBe(1)
+    // p2c between a server reported 2 ms ago with 4 others (worked off in 8) and an idle one with 1 of ours
+    load.begin(1, 1)
+    load.report(0, 5, 1100, 8) // the average moves a fifth of the way: still 8
+    load.now = 1102
+    expect(choose('p2c', [0, 1], load, 1)).toBe(1) // 4 seen against 1
+    load.now = 1107.5
+    expect(load.seen(0)).toBeCloseTo(1.25) // a fraction of one other left
+    expect(choose('p2c', [0, 1], load, 1)).toBe(1)
+    load.now = 1108 // all worked off: 1 against 1, the tie goes to the first listed
+    expect(choose('p2c', [0, 1], load, 1)).toBe(0)
+    // the average answer time: 0.2 of each new answer
+    load.report(2, 1, 2000, 10)
+    load.report(2, 1, 2000, 20)
+    expect(load.answerMs[2]).toBeCloseTo(12)
+    load.report(2, 1, 2000, 0) // unknown: the average stands
+    load.report(2, 1, 2000, Infinity)
+    expect(load.answerMs[2]).toBeCloseTo(12)
+    // without an answer time yet, the whole share counts until the TTL (as with reportDecay false)
+    const fresh = new ReplicaLoad({ capacity: 1, reportTtlMs: 100 })
+    fresh.report(0, 3, 0)
+    fresh.now = 99
+    expect(fresh.seen(0)).toBe(3)
+    const off = new ReplicaLoad({ capacity: 1, reportTtlMs: 100, reportDecay: false })
+    off.report(0, 3, 0, 4)
+    off.now = 50
+    expect(off.seen(0)).toBe(3)
+    off.now = 100
+    expect(off.seen(0)).toBe(0)
+    // reset forgets the answer time of a reused slot
+    load.reset(2)
+    expect(load.answerMs[2]).toBe(0)
+  })
+
   test('invalid options are refused by name', () => {
+    expect(() => new ReplicaLoad({ reportDecay: 'yes' })).toThrow(/invalid reportDecay/)
     expect(() => new ReplicaLoad({ reportTtlMs: -1 })).toThrow(/invalid reportTtlMs/)
     expect(() => new ReplicaLoad({ capacity: 0 })).toThrow(/invalid capacity/)
     expect(() => new ReplicaLoad({ longThreshold: 0 })).toThrow(/invalid longThreshold/)

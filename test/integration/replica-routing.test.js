@@ -135,7 +135,9 @@ describe('front end: replicated slices', () => {
   })
 
   test('two front ends: answers say how many requests a server holds (X-Chopper-Inflight), so p2c avoids the replica the other front end loaded', async () => {
-    const { fe, stats, servers } = await setup({ hot: ['a', 'b'], frontendOptions: { serverReportTtlMs: 60000 } })
+    // The other front end's reads here are 20 s long on a server that runs them side by side, not a queue
+    // worked off within an answer time: counted whole (serverReportDecay false) for the TTL.
+    const { fe, stats, servers } = await setup({ hot: ['a', 'b'], frontendOptions: { serverReportTtlMs: 60000, serverReportDecay: false } })
     // The other front end sends every read to the primary, a, and holds 8 there.
     const other = createFrontend({ holdMs: 500, replicaChoice: 'first' })
     await other.start()
@@ -155,10 +157,16 @@ describe('front end: replicated slices', () => {
     const direct = await call(`${servers.a.urls.url}/r?key=${HOT[0]}`)
     expect(direct.headers['x-chopper-inflight']).toBe('9')
     // This front end's first read ties (nothing of its own in flight): the primary, a, which reports 8 others.
+    const t0 = performance.now()
     const first = await call(`${fe.urls.url}/r?key=${HOT[0]}`)
+    const firstMs = performance.now() - t0
     expect(first.headers['x-served-by']).toBe('a')
     expect(first.headers['x-chopper-inflight']).toBeUndefined()
     expect(fe.replicas.load.others[fe.replicas.slots.get('a')]).toBe(8)
+    // with the time that answer took, from sending to its head (what serverReportDecay works the others off over)
+    const answered = fe.replicas.load.answerMs[fe.replicas.slots.get('a')]
+    expect(answered).toBeGreaterThan(0)
+    expect(answered).toBeLessThan(firstMs)
     const next = []
     for (let k = 1; k <= 10; k++) next.push(await call(`${fe.urls.url}/r?key=${HOT[k]}`))
     expect(servedBy(next)).toEqual({ b: 10 })
@@ -318,5 +326,6 @@ describe('front end: replicated slices', () => {
     expect(() => createFrontend({ sizeOf: () => 1, replicaSizeParam: 'n' })).toThrow(/invalid sizeOf/)
     expect(() => createFrontend({ lcstarMaxWaitMs: 1.5 })).toThrow(/invalid lcstarMaxWaitMs/)
     expect(() => createFrontend({ lcstarMaxDeferred: -1 })).toThrow(/invalid lcstarMaxDeferred/)
+    expect(() => createFrontend({ serverReportDecay: 'yes' })).toThrow(/invalid serverReportDecay/)
   })
 })
