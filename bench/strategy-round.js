@@ -51,14 +51,19 @@ timed is a steady one, not the one-off transition from single owners.
 Target: <= 100 ms at 1,000 servers.`)
   process.exit(0)
 }
-if (values.replicate !== 'true' && values.replicate !== 'false') throw new TypeError('--replicate must be true or false')
-if (values['balance-primaries'] !== 'true' && values['balance-primaries'] !== 'false') throw new TypeError('--balance-primaries must be true or false')
+/** A true|false flag's value; anything else is refused by name. */
+function flag (name) {
+  if (values[name] !== 'true' && values[name] !== 'false') throw new TypeError(`--${name} must be true or false`)
+  return values[name] === 'true'
+}
+const replicate = flag('replicate')
+const balancePrimaries = flag('balance-primaries')
 const nServers = Number(values.servers)
 const perServer = Number(values.slices)
 const runs = Number(values.runs)
 const seed = Number(values.seed)
 const maxSlices = Number(values['max-slices'])
-const minReplicas = values.replicate === 'true' ? Number(values['min-replicas']) : 1
+const minReplicas = replicate ? Number(values['min-replicas']) : 1
 if (!Number.isInteger(minReplicas) || minReplicas < 1) throw new TypeError('--min-replicas must be a positive integer')
 for (const [name, v] of Object.entries({ servers: nServers, slices: perServer, runs, seed, 'max-slices': maxSlices })) {
   if (!Number.isInteger(v) || v < (name === 'seed' ? 0 : 1)) throw new TypeError(`--${name} must be a positive integer`)
@@ -86,7 +91,7 @@ function buildInput () {
 const { assignment, loads } = buildInput()
 const times = []
 let result
-const options = values.replicate === 'true' ? { maxSlices, replicate: true, minReplicas, balancePrimaries: values['balance-primaries'] === 'true' } : { maxSlices, replicate: false }
+const options = replicate ? { maxSlices, replicate: true, minReplicas, balancePrimaries } : { maxSlices, replicate: false }
 chopperRound(assignment, loads, options) // warm-up (JIT)
 for (let i = 0; i < runs; i++) {
   const t0 = performance.now()
