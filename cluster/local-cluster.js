@@ -2,6 +2,7 @@
 
 const { Registry } = require('prom-client')
 const { createController } = require('../controller')
+const { defaults: controllerDefaults } = require('../controller/controller')
 const { DynamoStateStore } = require('../controller/state-store')
 const { startDynalite } = require('../apps/kv-cache/embedded')
 const { createFrontend, startFrontendCluster } = require('../frontend')
@@ -21,7 +22,7 @@ const defaults = Object.freeze({
   strategy: 'chopper',
   strategyOptions: {},
   loadMetric: 'cost', // what the controller balances: 'cost' (busy ms) or 'requests'
-  quietBelow: 0.5, // the controller's quiet rounds: no server busy for this fraction of the period -> no rebalancing (0: balance at any load)
+  quietBelow: controllerDefaults.quietBelow, // the controller's quiet rounds: no server busy for this fraction of the period -> no rebalancing (0: balance at any load)
   periodMs: 5000,
   port: 8080, // first front end; the rest follow. 0 = ephemeral ports everywhere
   // Processes per front end (node:cluster, frontend/cluster.js). 1 here: the
