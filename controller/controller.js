@@ -179,6 +179,7 @@ function createController (options = {}) {
   // clock (it may lapse before the election notices and steps us down).
   const leading = () => active && (!election || election.leading)
   const persistence = { saving: false, dirty: false, saves: 0, failures: 0, lastError: null, lastBytes: 0, lastParts: 0 }
+  let saveLoop = null // the latest save loop, which close() lets finish before releasing the lease
 
   const registry = new Registry()
   const registers = [registry]
@@ -258,7 +259,7 @@ function createController (options = {}) {
     persistence.dirty = true
     if (persistence.saving) return
     persistence.saving = true
-    ;(async () => {
+    saveLoop = (async () => {
       let backoff = 50
       while (persistence.dirty) {
         if (!active) break // stepped down meanwhile
@@ -1000,9 +1001,10 @@ function createController (options = {}) {
       return { url }
     },
     async close () {
-      if (election) await election.stop() // releases the lease: a standby takes over at once
-      shutdown()
+      shutdown() // no more rounds, pushes or saves
       if (running) await running.catch(() => {})
+      if (saveLoop) await saveLoop // a save under way ends first: no write after the lease is gone
+      if (election) await election.stop() // releases the lease: a standby takes over at once
       await close(server)
     },
     /** Die as a killed process would: no lease released, no goodbye (tests, chaos). */

@@ -118,6 +118,47 @@ describe('controller high availability (docs/controller-ha.md)', () => {
     expect(rs.map((r) => r.status)).toEqual(keys.map(() => 200))
   })
 
+  test('a leader that closes lets the save under way finish before it releases its lease', async () => {
+    const real = storeFor(dynamo.endpoint, `state-${++tables}`)
+    const events = []
+    let gate = null // while set, saves wait for it
+    const store = new Proxy(real, {
+      get (target, prop) {
+        if (prop === 'saveState') {
+          return async (...args) => {
+            events.push('save')
+            if (gate) await gate.promise
+            const out = await target.saveState(...args)
+            events.push('saved')
+            return out
+          }
+        }
+        if (prop === 'releaseLease') return (...args) => { events.push('release'); return target.releaseLease(...args) }
+        const v = Reflect.get(target, prop)
+        return typeof v === 'function' ? v.bind(target) : v
+      }
+    })
+    const controller = await startController({ store, controllerId: 'c1' })
+    await pollUntil(() => controller.leading, { what: 'the controller to lead' })
+    const count = (e) => events.filter((x) => x === e).length
+    await pollUntil(() => count('save') === count('saved'), { what: 'its first saves done' })
+    let open
+    gate = { promise: new Promise((resolve) => { open = resolve }) }
+    const seen = events.length
+    await startMembers(controller.url, 1) // the registration is a new layout to save
+    await pollUntil(() => events.slice(seen).includes('save'), { what: 'a save held at the gate' })
+
+    const closing = controller.close()
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(events).not.toContain('release') // still saving: the lease is kept
+    open()
+    await closing
+    const tail = events.slice(seen)
+    expect(tail.indexOf('saved')).toBeGreaterThan(-1)
+    expect(tail.lastIndexOf('release')).toBeGreaterThan(tail.lastIndexOf('saved'))
+    expect(tail.lastIndexOf('save')).toBeLessThan(tail.lastIndexOf('saved')) // nothing saved after that
+  })
+
   // strict: members admit only under a live lease (1.5 s), shorter than the
   // failover; front ends hold the refused requests until the new leader renews.
   test.each(['available', 'strict'])('killing the leader under load (%s members): a standby leads within 5 s, every request is served, no key moves, and the old epoch is refused', async (consistency) => {
