@@ -6,6 +6,7 @@ const { CONTENDER_NAMES, CONTENDERS } = require('./contenders')
 const { contenderMetrics, ratios } = require('./metrics')
 const { startSutProcess } = require('./sut-process')
 const { scaleWorkload, preloadWorkload, warmupWorkload, modelledCapacity } = require('./scenario')
+const { cpuSnapshot, cpuCost } = require('./cpu-cost')
 const { haproxyVersion } = require('./haproxy-process')
 const { InvalidArgumentError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
@@ -43,7 +44,7 @@ async function runScenario (scenario, options = {}) {
     const entry = { name, ...CONTENDERS[name], ok: false }
     try {
       Object.assign(entry, await runContender(name, experiment, workload, o.logger), { ok: true })
-      o.onProgress(`${scenario.name}: ${name}: ${entry.throughput.achievedRate} req/s, p50 ${entry.latencyMs.p50} ms, p90 ${entry.latencyMs.p90} ms, p99 ${entry.latencyMs.p99} ms, imbalance ${entry.imbalance.mean}, affinity ${entry.affinity}${entry.cache ? `, hit rate ${entry.cache.hitRate}` : ''}, errors ${entry.throughput.errors}${byMethod(entry)}${entry.client.heldRate ? '' : ' (client could not hold the rate)'}`)
+      o.onProgress(`${scenario.name}: ${name}: ${entry.throughput.achievedRate} req/s, p50 ${entry.latencyMs.p50} ms, p90 ${entry.latencyMs.p90} ms, p99 ${entry.latencyMs.p99} ms, imbalance ${entry.imbalance.mean}, affinity ${entry.affinity}${entry.cache ? `, hit rate ${entry.cache.hitRate}` : ''}, errors ${entry.throughput.errors}${byMethod(entry)}${cpuLine(entry.cpu)}${entry.client.heldRate ? '' : ' (client could not hold the rate)'}`)
     } catch (err) {
       entry.error = { code: err.code, message: err.message }
       o.onProgress(`${scenario.name}: ${name} FAILED: ${err.message}`)
@@ -85,7 +86,9 @@ async function runContender (name, experiment, workload, logger) {
     const before = await sut.cacheCounters()
     const roundsBefore = sut.hasController ? (await sut.rounds()).map((x) => x.round) : []
     const runStartedAt = Date.now()
+    const cpuBefore = cpuSnapshot(sut.processes)
     const r = await loadgen.run(workload, runOptions)
+    const cpu = cpuCost(cpuBefore, cpuSnapshot(sut.processes), r.totals.responses)
     const after = await sut.cacheCounters()
     const seen = new Set(roundsBefore)
     const rounds = sut.hasController ? (await sut.rounds()).filter((x) => !seen.has(x.round) && x.at <= runStartedAt + r.wallMs) : null
@@ -94,7 +97,7 @@ async function runContender (name, experiment, workload, logger) {
     const stats = await sut.serverStats()
     // Each app server's modelled queue over the whole run (preload included): busy time, peak queue, refusals.
     const servers = sut.serverIds.map((id, i) => ({ id, pid: sut.processes.appServers[id], capacity: stats[i] && stats[i].capacity && pick(stats[i].capacity, ['served', 'busyMs', 'peakQueue', 'refused']), guard: stats[i] && stats[i].guard, kv: stats[i] && stats[i].kv }))
-    return { warmup, preload, haproxyConfig: sut.haproxyConfig, targets: sut.target, processes: sut.processes, servers, ...m }
+    return { warmup, preload, haproxyConfig: sut.haproxyConfig, targets: sut.target, processes: sut.processes, servers, ...m, cpu }
   } finally {
     await sut.close()
   }
@@ -117,6 +120,12 @@ function environment () {
 function byMethod (entry) {
   const m = Object.entries(entry.latencyByMethod || {})
   return m.length > 1 ? `, p99 by method: ${m.map(([k, l]) => `${k} ${l.p99} ms`).join(', ')}` : ''
+}
+
+/** ", CPU per request: router R µs, app servers A µs" (the parts that could be read). */
+function cpuLine (cpu) {
+  if (!cpu || cpu.routerUs === null) return ''
+  return `, CPU per request: router ${cpu.routerUs} µs, app servers ${cpu.appUs} µs${cpu.storeUs ? `, DynamoDB ${cpu.storeUs} µs` : ''}, client ${cpu.clientUs} µs`
 }
 
 module.exports = { runScenario, environment, defaults }

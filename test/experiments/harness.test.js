@@ -33,6 +33,11 @@ const RATIOS = ['p50', 'p90', 'p99', 'p99.9', 'achievedRate', 'maxSustainedRate'
 /** Every field the report reads, for one contender. */
 function expectContenderFields (c, { kv, controller }) {
   expect(c.ok).toBe(true)
+  // CPU per response by part (cpu-cost.js), read from /proc on Linux
+  if (process.platform === 'linux') {
+    for (const k of ['routerUs', 'appUs', 'storeUs', 'clientUs']) expect(c.cpu[k]).toBeGreaterThanOrEqual(0)
+    expect(c.cpu.clientUs).toBeGreaterThan(0) // the load generator itself, from process.cpuUsage()
+  }
   for (const k of LATENCY) expect(typeof c.latencyMs[k]).toBe('number')
   expect(c.percentileCurve.length).toBeGreaterThan(5)
   // per method: the counts add up to every response
@@ -130,6 +135,7 @@ describe('experiments harness', () => {
     expect((html.match(/<svg /g) || []).length).toBe(3) // percentiles, imbalance, throughput vs latency
     expect(html).toMatch(/Done when \(issue 10\): \d of 2 checks pass/)
     for (const c of s.contenders) expect(html).toContain(c.label)
+    expect(html).toContain('CPU µs per request: router / app servers')
   })
 
   test('a kv-cache scenario reports cache hit rates and preloads its keys', async () => {

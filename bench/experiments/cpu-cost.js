@@ -1,0 +1,57 @@
+'use strict'
+
+const { treeCpuMs } = require('../proxies/cpu')
+
+/**
+ * What a contender's measured run cost in CPU, per request, split by part:
+ * the router (Chopper's front ends and controller in the system-under-test
+ * process; for HAProxy, HAProxy and the idle process that started it), the
+ * app servers (each with what it spawned, such as its Redis), kv-cache's
+ * shared DynamoDB process, and the load generator (this process).
+ *
+ * On a machine where all of them share a few cores, a router that costs more
+ * CPU per request slows everyone else's timers too; the report shows this
+ * next to the latencies. Linux only (/proc): elsewhere every figure is null.
+ */
+
+/**
+ * CPU time (ms) used so far by each part.
+ * @param {{ sut: number, appServers: Record<string, number>, dynamo?: number }} processes pids, as the SUT reports them
+ * @returns {{ tree: number|null, apps: number|null, store: number|null, client: number }}
+ */
+function cpuSnapshot (processes) {
+  const tree = treeCpuMs(processes.sut)
+  let apps = 0
+  for (const pid of Object.values(processes.appServers || {})) {
+    const ms = treeCpuMs(pid)
+    if (ms === null) { apps = null; break }
+    apps += ms
+  }
+  const store = processes.dynamo ? treeCpuMs(processes.dynamo) : 0
+  const { user, system } = process.cpuUsage()
+  return { tree, apps, store, client: (user + system) / 1000 }
+}
+
+/**
+ * Microseconds of CPU per response between two snapshots, by part (rounded to
+ * 0.1 µs), or null for a part that could not be read.
+ * @param {ReturnType<typeof cpuSnapshot>} before
+ * @param {ReturnType<typeof cpuSnapshot>} after
+ * @param {number} responses
+ * @returns {{ routerUs: number|null, appUs: number|null, storeUs: number|null, clientUs: number|null }}
+ */
+function cpuCost (before, after, responses) {
+  const per = (a, b) => (a === null || b === null || !(responses > 0) ? null : Math.round(((b - a) * 1000 / responses) * 10) / 10)
+  const known = (...xs) => (xs.some((x) => x === null) ? null : xs.reduce((s, x) => s + x, 0))
+  // The SUT's tree holds the app servers and the store: the router is what is left.
+  const routerBefore = known(before.tree) === null || known(before.apps, before.store) === null ? null : before.tree - before.apps - before.store
+  const routerAfter = known(after.tree) === null || known(after.apps, after.store) === null ? null : after.tree - after.apps - after.store
+  return {
+    routerUs: per(routerBefore, routerAfter),
+    appUs: per(before.apps, after.apps),
+    storeUs: per(before.store, after.store),
+    clientUs: per(before.client, after.client)
+  }
+}
+
+module.exports = { cpuSnapshot, cpuCost }
