@@ -43,6 +43,8 @@ async function startApp (appModule, { id, appOptions = {}, registry = new Regist
     ...(instance.consistency ? { consistency: instance.consistency } : {}),
     // ... and its own cost measure (compute: CPU time) unless the caller chose one.
     ...(instance.cost ? { cost: instance.cost } : {}),
+    // ... and the requests it takes for a slice it is joining (kv-cache: its write holds).
+    ...(instance.admitJoining ? { admitJoining: instance.admitJoining } : {}),
     ...serverOptions,
     id,
     app: instance.app,

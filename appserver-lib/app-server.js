@@ -41,6 +41,9 @@ const defaults = Object.freeze({
   // admitted before a revoke overlaps every write the next owner admits, so it
   // may finish later: docs/ownership.md) or 'all'.
   handoffDrain: 'writes',
+  // (req) => boolean: requests to admit at once for a slice this server is joining (a handoff that
+  // adds it), instead of holding them until the grant; null: none. kv-cache's write holds use it.
+  admitJoining: null,
   drainDeadlineMs: 15000, // drain(): give up waiting for the controller to move our slices after this
   // The shared cluster secret (docs/security.md): calls to the controller are
   // signed with it, and pushes and load collection must be. undefined: unauthenticated.
@@ -64,6 +67,7 @@ function createAppServer (options) {
   const { id, app, host, port, controlPort, advertiseHost, controllerUrl, registerTimeoutMs, keyFrom, logger } = opts
   if (typeof id !== 'string' || !/^[A-Za-z0-9._-]+$/.test(id)) throw new InvalidArgumentError('invalid id: expected a non-empty string of [A-Za-z0-9._-]')
   if (typeof app !== 'function') throw new InvalidArgumentError('invalid app: expected an Express app or request handler')
+  if (opts.admitJoining !== null && typeof opts.admitJoining !== 'function') throw new InvalidArgumentError('invalid admitJoining: expected a function (req) => boolean, or null')
   if (!COST_MODES.includes(opts.cost)) throw new InvalidArgumentError(`invalid cost: expected one of ${COST_MODES.join(', ')}, got ${JSON.stringify(opts.cost)}`)
   if (controllerUrl !== undefined) parseControllerUrls(controllerUrl) // throws naming the option
   const log = logger.child({ component: 'appserver', serverId: id })
@@ -82,7 +86,7 @@ function createAppServer (options) {
   data.disable('x-powered-by')
   data.disable('etag')
   data.get('/healthz', (req, res) => res.json({ ok: true, serverId: id, generation: guard.generation }))
-  data.use(shardGuardMiddleware(guard, { keyFrom, enforce: opts.enforceOwnership, cost: opts.cost }))
+  data.use(shardGuardMiddleware(guard, { keyFrom, enforce: opts.enforceOwnership, cost: opts.cost, admitJoining: opts.admitJoining }))
   data.use(app)
   data.use((req, res, next) => next(new NotFoundError(`no route for ${req.method} ${req.path}`)))
   data.use(jsonErrorHandler(log))

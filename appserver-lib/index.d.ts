@@ -133,6 +133,12 @@ export interface AppServerOptions {
   drainTimeoutMs?: number
   /** Which requests admitted under an older map a handoff waits for. Default 'writes'. */
   handoffDrain?: HandoffDrain
+  /**
+   * Requests for which it returns true are admitted at once for a slice this server is joining (a handoff
+   * that adds it; the grant is still on its way) instead of held until the grant: coordination requests
+   * that are safe to take early, such as kv-cache's write holds. Default null: none.
+   */
+  admitJoining?: ((req: import('express').Request) => boolean) | null
   /** drain() stops waiting for the controller to move this server's slices after this, in ms (integer >= 1). Default 15000. */
   drainDeadlineMs?: number
   /**
@@ -362,8 +368,13 @@ export class ShardGuard {
   admitSliceKey (key: number): number
   /** Whether a refused request should wait for a newer map (routed with a newer generation, or our slice is moving). */
   shouldHold (key: number, routedGeneration: number): boolean
-  /** admitSliceKey, waiting up to holdMs for the map that decides it when shouldHold says so. */
-  admitOrHold (key: number, routedGeneration: number, abandoned?: () => boolean): Promise<number>
+  /**
+   * Index of the slice holding `key` when this server is joining it (moving, listed, not admitted until the
+   * grant), counted as admitted; else -1. For the requests createAppServer's admitJoining picks.
+   */
+  admitJoiningSliceKey (key: number): number
+  /** admitSliceKey, waiting up to holdMs for the map that decides it when shouldHold says so; `joining`: admitJoiningSliceKey too. */
+  admitOrHold (key: number, routedGeneration: number, abandoned?: () => boolean, joining?: boolean): Promise<number>
   /** Mark a request admitted under the current map as running. */
   /** `write`: a request a handoff must drain (handoffDrain 'writes'). */
   begin (write?: boolean): InflightToken

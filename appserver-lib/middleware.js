@@ -70,7 +70,7 @@ function describe (req, key, token, slice) {
  * calls the app. When the response closes, the request's cost goes to its
  * slice's range in the map that admitted it.
  * @param {import('./shard-guard').ShardGuard} guard
- * @param {{ keyFrom?: (req) => string|undefined, enforce?: boolean, cost?: 'wall'|'cpu' }} [options]
+ * @param {{ keyFrom?: (req) => string|undefined, enforce?: boolean, cost?: 'wall'|'cpu', admitJoining?: (req) => boolean }} [options]
  *   enforce: false serves every key and only counts (for baselines such as
  *   HAProxy hashing in front of the same servers, where there is no slice map).
  *   cost: 'wall' (default) measures from admission until the response closes
@@ -78,9 +78,14 @@ function describe (req, key, token, slice) {
  *   process's CPU time across the synchronous part of the handler (for
  *   CPU-bound apps; work the handler defers is not seen). setRequestCost
  *   overrides either.
+ *   admitJoining: requests for which it returns true are admitted at once for
+ *   a slice this server is joining (a handoff that adds it; the grant is still
+ *   on its way) instead of held until the grant: for the app's coordination
+ *   requests that are safe to take early, such as kv-cache's write holds.
  */
-function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true, cost = 'wall' } = {}) {
+function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true, cost = 'wall', admitJoining = null } = {}) {
   if (!COST_MODES.includes(cost)) throw new InvalidArgumentError(`invalid cost: expected one of ${COST_MODES.join(', ')}, got ${JSON.stringify(cost)}`)
+  if (admitJoining !== null && typeof admitJoining !== 'function') throw new InvalidArgumentError('invalid admitJoining: expected a function (req) => boolean')
 
   // The token (one per map) carries the map that admitted the request: its
   // replicas for the app, its slice range for the cost, whatever map is
@@ -148,6 +153,14 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
     const key = sliceKey(appKey)
     const verdict = guard.admitSliceKey(key)
     if (verdict >= 0) return admitted(req, res, next, key, verdict)
+    const joining = verdict === -1 && admitJoining !== null && admitJoining(req) === true
+    if (joining) {
+      const j = guard.admitJoiningSliceKey(key)
+      if (j >= 0) {
+        guard.stats.misdirected-- // admitted after all
+        return admitted(req, res, next, key, j)
+      }
+    }
     if (!enforce) {
       req.sliceKey = key
       req.chopperGeneration = guard.generation
@@ -162,7 +175,7 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
       let gone = false
       const onClose = () => { gone = true }
       res.once('close', onClose)
-      guard.admitOrHold(key, routed, () => gone).then((v) => {
+      guard.admitOrHold(key, routed, () => gone, joining).then((v) => {
         res.off('close', onClose)
         if (gone) return
         if (v >= 0) admitted(req, res, next, key, v)

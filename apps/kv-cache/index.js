@@ -9,7 +9,7 @@ const { MemoryCache } = require('./memory-cache')
 const { KvService } = require('./kv-service')
 const { createRoutes } = require('./routes')
 const { spawnRedis, startDynalite } = require('./embedded')
-const { FenceClient } = require('./fence-client')
+const { FenceClient, FENCE_PATH } = require('./fence-client')
 const { NewestMap } = require('./newest-map')
 const { componentLogger, silent } = require('../../core/logger')
 
@@ -79,6 +79,11 @@ async function create (options = {}) {
       // Admission under leases: a value is only ever served by servers the
       // last write held and fenced (docs/ownership.md, docs/replication.md).
       consistency: 'strict',
+      // A write's hold for a replica joining the slice (a handoff that adds it)
+      // is placed at once, not held until the grant: the hold then stands when
+      // the grant lands, and the write is not stalled for the whole handoff
+      // with its key held, and its reads waiting, on every other replica.
+      admitJoining: (req) => req.method === 'POST' && req.path === FENCE_PATH,
       onAcquire: (ranges, ctx) => {
         newest.learn(ctx)
         service.onAcquire(ranges)

@@ -97,7 +97,13 @@ class KvService {
     // A write holds the key for a few ms (its DynamoDB write and the release
     // round trip): wait for it rather than miss. After the release the cache
     // has the written value, so the read is a hit ordered after the write.
-    if (this.holds.held(key) && !(await this.holds.waitLifted(key, this.heldReadWaitMs))) return this.#heldRead(key)
+    if (this.holds.held(key)) {
+      if (!(await this.holds.waitLifted(key, this.heldReadWaitMs))) {
+        this.metrics.heldReads.inc({ outcome: 'store' })
+        return this.#heldRead(key)
+      }
+      this.metrics.heldReads.inc({ outcome: 'lifted' })
+    }
     let entry = null
     try {
       entry = await this.cache.get(key, sliceKey)
@@ -363,6 +369,7 @@ class KvService {
       const entry = written && !this.holds.heldExcept(key, fenceId)
         ? { tag: this.epochs.now(), ver: version, contentType: written.contentType, value: written.value }
         : { tag: this.epochs.now(), ver: version, contentType: FENCE_TYPE, value: EMPTY }
+      if (written && entry.contentType === FENCE_TYPE) this.metrics.barrenReleases.inc()
       try {
         await this.cache.set(key, sliceKey, entry)
       } catch (err) {

@@ -10,6 +10,7 @@ const { SliceMap } = require('../../core/slice-map')
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { subtract } = require('../../core/ranges')
 const { createRng } = require('../../loadgen/prng')
+const { pollUntil } = require('../../core/poll')
 
 const servers = { a: { url: 'http://127.0.0.1:1' }, b: { url: 'http://127.0.0.1:2' }, c: { url: 'http://127.0.0.1:3' } }
 const H = KEYSPACE_SIZE / 2
@@ -176,5 +177,67 @@ describe('ShardGuard with replicas', () => {
     grant.generation = 3
     c.setAssignment(grant)
     expect(await held).toBeGreaterThanOrEqual(0)
+  })
+
+  /** c joins slice 0 (a and b hold it); slice 1 is a and b's, not moving. */
+  function joiningGuard (holdMs) {
+    const c = new ShardGuard({ serverId: 'c', holdMs })
+    const revoke = layout('abc', 'ab')
+    revoke.generation = 2
+    Object.assign(revoke.slices[0], { moving: true, holders: ['a', 'b'] })
+    c.setAssignment(revoke)
+    return c
+  }
+
+  test('a joining server admits what the app lets it take before the grant (admitJoiningSliceKey); nothing else', async () => {
+    const joined = sliceKey(keyIn(0, H))
+    const other = sliceKey(keyIn(H, KEYSPACE_SIZE))
+    const c = joiningGuard(60000) // a hold would outlast the test
+    expect(c.admitSliceKey(joined)).toBe(-1)
+    const before = { ...c.stats }
+    expect(c.admitJoiningSliceKey(joined)).toBe(0)
+    expect(c.stats.admitted).toBe(before.admitted + 1)
+    expect(c.admitJoiningSliceKey(other)).toBe(-1) // not listed there
+    // admitOrHold with joining: at once, no hold, not counted as misdirected
+    expect(await c.admitOrHold(joined, 2, () => false, true)).toBe(0)
+    expect(c.stats.held).toBe(before.held)
+    expect(c.stats.misdirected).toBe(before.misdirected) // admitted after all
+    // once granted it is simply ours, and a server that holds the slice is not "joining" it
+    const grant = layout('abc', 'ab')
+    grant.generation = 3
+    c.setAssignment(grant)
+    expect(c.admitSliceKey(joined)).toBe(0)
+    expect(c.admitJoiningSliceKey(joined)).toBe(-1)
+  })
+
+  test('through the middleware: requests admitJoining picks are served by a joining server at once; the others wait for the grant', async () => {
+    const express = require('express')
+    const { shardGuardMiddleware } = require('../../appserver-lib/middleware')
+    const { listen, close } = require('../../core/http')
+    const c = joiningGuard(10000)
+    const app = express()
+    app.use(shardGuardMiddleware(c, { admitJoining: (req) => req.method === 'POST' && req.path === '/fence' }))
+    app.use((req, res) => res.json({ slice: req.sliceKey, replicas: req.chopperReplicas }))
+    const server = require('node:http').createServer(app)
+    const port = await listen(server, 0, '127.0.0.1')
+    const key = keyIn(0, H)
+    try {
+      const url = (path) => `http://127.0.0.1:${port}${path}?key=${key}`
+      const fence = await fetch(url('/fence'), { method: 'POST' })
+      expect(fence.status).toBe(200)
+      expect(await fence.json()).toEqual({ slice: sliceKey(key), replicas: ['a', 'b', 'c'] })
+      expect(c.stats.held).toBe(0)
+      // a read of the same key is held until the grant
+      const read = fetch(url('/read'))
+      await pollUntil(() => c.stats.held === 1, { what: 'the read to be held' })
+      const grant = layout('abc', 'ab')
+      grant.generation = 3
+      c.setAssignment(grant)
+      expect((await read).status).toBe(200)
+      expect(() => shardGuardMiddleware(c, { admitJoining: 'yes' })).toThrow(/invalid admitJoining/)
+    } finally {
+      server.closeAllConnections()
+      await close(server)
+    }
   })
 })

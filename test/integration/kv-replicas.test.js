@@ -47,7 +47,7 @@ function nextLayout (layout, rng) {
   return out
 }
 
-async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, batchWrites = true }) {
+async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, batchWrites = true, trafficInRevoke = 0 }) {
   const closers = []
   try {
     const dynamo = await startDynalite()
@@ -79,6 +79,7 @@ async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, ba
     const controls = [...apps.map((a) => a.controlUrl), ...fes.map((fe) => fe.urls.controlUrl)]
     let generation = 0
     let current = null
+    let openHandoffs = 0 // handoffs kept open under traffic (trafficInRevoke)
     const layoutOf = (l) => ({ servers, slices: BOUNDS.map(([start, end], i) => ({ start, end, servers: l[i] })) })
     const pushAll = (a) => Promise.all(controls.map(async (u) => {
       const r = await call(`${u}/v1/assignment`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(a) })
@@ -89,7 +90,17 @@ async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, ba
       const next = layoutOf(layout)
       if (current) {
         const plan = planHandoff(current, next)
-        if (plan.moving > 0) await pushAll({ ...plan.revoke, generation: ++generation })
+        if (plan.moving > 0) {
+          await pushAll({ ...plan.revoke, generation: ++generation })
+          // A handoff that only adds replicas, kept open a while: writes admitted under
+          // the revoke map hold the servers joining, before they are granted the slice.
+          // (Other handoffs leave a range with nobody admitting it: its requests wait.)
+          if (trafficInRevoke > 0 && plan.revoke.slices.every((x) => !x.moving || x.holders)) {
+            const mark = recorder.size
+            await pollUntil(() => recorder.size >= mark + trafficInRevoke, { timeoutMs: 10000, intervalMs: 2, what: 'traffic during the handoff' })
+            openHandoffs++
+          }
+        }
       }
       current = { ...next, generation: ++generation }
       await pushAll(current)
@@ -167,7 +178,7 @@ async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, ba
       batched += metricValue(text, 'chopper_kv_batched_writes_total')
     }
     const ops = recorder.operations()
-    return { ops, servedBy, fences, batched, check: checkLinearizability(ops) }
+    return { ops, servedBy, fences, batched, openHandoffs, check: checkLinearizability(ops) }
   } finally {
     for (const c of closers.reverse()) await c()
   }
@@ -194,6 +205,15 @@ describe('kv-cache history with replicated slices', () => {
     const alone = await runHistory({ changes: 20, seed: 3, hotShare: 0.8, batchWrites: false })
     expect(alone.batched).toBe(0)
     expect(alone.check.verdict).toBe('linearizable')
+  }, 180000)
+
+  test('handoffs that stay open under load: writes hold the servers joining a slice before its grant (admitJoining), and the history stays linearizable', async () => {
+    const { ops, fences, openHandoffs, check } = await runHistory({ changes: 40, seed: 5, hotShare: 0.5, trafficInRevoke: 30 })
+    expect(openHandoffs).toBeGreaterThanOrEqual(4)
+    expect(ops.filter((o) => o.op !== 'get' && o.ok === true).length).toBeGreaterThan(100)
+    expect(fences).toBeGreaterThan(100)
+    expect(check.violations).toEqual([])
+    expect(check.verdict).toBe('linearizable')
   }, 180000)
 
   test('with write fencing switched off, replicas serve stale values and the checker catches it', async () => {

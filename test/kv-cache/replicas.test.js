@@ -231,6 +231,7 @@ describe('kv-cache with replicated slices', () => {
     svc.holds.add('k21', 'w2') // the next write's hold overtook w1's release
     await svc.release('k21', slice, 'w1', 5n, { value: Buffer.from('v1'), contentType: 'text/plain' })
     expect(svc.holds.held('k21')).toBe(true)
+    expect(await registryValue(C.registry, 'chopper_kv_barren_releases_total')).toBe(1)
     const entry = await svc.cache.get('k21', slice)
     expect(entry.ver).toBe(5n)
     expect(entry.contentType).toBe('') // a fence (FENCE_TYPE), not v1
@@ -240,6 +241,26 @@ describe('kv-cache with replicated slices', () => {
     expect(svc.holds.held('k21')).toBe(false)
     const cached = await svc.cache.get('k21', slice)
     expect([cached.ver, cached.value.toString()]).toEqual([6n, 'v2'])
+    expect(await registryValue(C.registry, 'chopper_kv_barren_releases_total')).toBe(1)
+  })
+
+  test('a read of a held key waits for the release and is served what it cached; one still held after heldReadWaitMs reads DynamoDB; both counted', async () => {
+    const { nodes: { C } } = await replicaSet()
+    const svc = C.kv.service
+    const slice = sliceKey('k22')
+    svc.holds.add('k22', 'w1')
+    let read = null
+    get(C, 'k22').then((r) => { read = r })
+    await pollUntil(() => svc.holds.waiters.has('k22'), { what: 'the read to wait for the hold' })
+    await svc.release('k22', slice, 'w1', 7n, { value: Buffer.from('v7'), contentType: 'text/plain' })
+    await pollUntil(() => read !== null, { what: 'the read, once the hold was lifted' })
+    expect(read).toEqual({ status: 200, body: 'v7', outcome: 'hit' })
+    expect(await registryValue(C.registry, 'chopper_kv_held_reads_total', { outcome: 'lifted' })).toBe(1)
+    // a hold nobody lifts: after heldReadWaitMs (100 ms) the read goes to DynamoDB, which has no k22
+    svc.holds.add('k22', 'w2')
+    expect((await get(C, 'k22')).status).toBe(404)
+    expect(await registryValue(C.registry, 'chopper_kv_held_reads_total', { outcome: 'store' })).toBe(1)
+    svc.holds.remove('k22', 'w2')
   })
 
   test('a release that never arrives: the write is acknowledged, counted, and that replica reads DynamoDB until its hold lapses', async () => {
