@@ -54,4 +54,25 @@ function cpuCost (before, after, responses) {
   }
 }
 
-module.exports = { cpuSnapshot, cpuCost }
+/** Share of the machine's cores past which a run's figures are the machine's as much as the balancer's. */
+const BUSY_SHARE = 0.8
+
+/**
+ * How much of the machine the run kept busy: every part's CPU per response
+ * times the achieved rate, in cores and as a share of `cpus`. Past
+ * BUSY_SHARE, processes wait for a core often enough that the latencies
+ * measure the machine too (late timers, bursts): `saturated`.
+ * @param {ReturnType<typeof cpuCost>} cost
+ * @param {number} rate achieved responses per second
+ * @param {number} cpus cores
+ * @returns {{ cores: number, machineShare: number, saturated: boolean } | null} null when a part could not be read
+ */
+function machineLoad (cost, rate, cpus) {
+  const parts = [cost.routerUs, cost.appUs, cost.storeUs, cost.clientUs]
+  if (parts.some((x) => x === null) || !(rate > 0) || !(cpus > 0)) return null
+  const cores = parts.reduce((a, b) => a + b, 0) * rate / 1e6
+  const machineShare = Math.round(cores / cpus * 1000) / 1000
+  return { cores: Math.round(cores * 100) / 100, machineShare, saturated: machineShare > BUSY_SHARE }
+}
+
+module.exports = { cpuSnapshot, cpuCost, machineLoad, BUSY_SHARE }

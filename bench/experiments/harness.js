@@ -6,7 +6,7 @@ const { CONTENDER_NAMES, CONTENDERS } = require('./contenders')
 const { contenderMetrics, ratios } = require('./metrics')
 const { startSutProcess } = require('./sut-process')
 const { scaleWorkload, preloadWorkload, warmupWorkload, modelledCapacity } = require('./scenario')
-const { cpuSnapshot, cpuCost } = require('./cpu-cost')
+const { cpuSnapshot, cpuCost, machineLoad } = require('./cpu-cost')
 const { haproxyVersion } = require('./haproxy-process')
 const { InvalidArgumentError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
@@ -88,7 +88,8 @@ async function runContender (name, experiment, workload, logger) {
     const runStartedAt = Date.now()
     const cpuBefore = cpuSnapshot(sut.processes)
     const r = await loadgen.run(workload, runOptions)
-    const cpu = cpuCost(cpuBefore, cpuSnapshot(sut.processes), r.totals.responses)
+    const cost = cpuCost(cpuBefore, cpuSnapshot(sut.processes), r.totals.responses)
+    const cpu = { ...cost, ...machineLoad(cost, r.totals.achievedRate, os.cpus().length) }
     const after = await sut.cacheCounters()
     const seen = new Set(roundsBefore)
     const rounds = sut.hasController ? (await sut.rounds()).filter((x) => !seen.has(x.round) && x.at <= runStartedAt + r.wallMs) : null
@@ -125,7 +126,8 @@ function byMethod (entry) {
 /** ", CPU per request: router R µs, app servers A µs" (the parts that could be read). */
 function cpuLine (cpu) {
   if (!cpu || cpu.routerUs === null) return ''
-  return `, CPU per request: router ${cpu.routerUs} µs, app servers ${cpu.appUs} µs${cpu.storeUs ? `, DynamoDB ${cpu.storeUs} µs` : ''}, client ${cpu.clientUs} µs`
+  const busy = cpu.cores === undefined ? '' : `; ${cpu.cores} of ${os.cpus().length} cores busy${cpu.saturated ? ' (SATURATED: the latencies measure the machine too)' : ''}`
+  return `, CPU per request: router ${cpu.routerUs} µs, app servers ${cpu.appUs} µs${cpu.storeUs ? `, DynamoDB ${cpu.storeUs} µs` : ''}, client ${cpu.clientUs} µs${busy}`
 }
 
 module.exports = { runScenario, environment, defaults }

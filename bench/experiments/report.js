@@ -2,6 +2,7 @@
 
 const { linePlot, COLORS, esc } = require('./svg')
 const { defaults: capacityDefaults } = require('../lib/capacity')
+const { BUSY_SHARE } = require('./cpu-cost')
 
 /** The paper's figures the scale factor is stated against (section 6). */
 const PAPER = Object.freeze({ kvRate: 3500, computeRate: 1600, servers: 3, periodS: 5, phaseS: 120 })
@@ -210,7 +211,7 @@ function summaryTable (s) {
       `<td>${num(c.imbalance.mean, 2)}</td><td>${rec || '–'}</td><td>${churn}</td><td>${pct(c.affinity)}</td><td>${c.cache ? pct(c.cache.hitRate) : 'n/a'}</td>` +
       (s.experiment.kind === 'rising' ? `<td>${c.throughput.maxSustainedRate ?? 'none'}</td>` : '') +
       `<td>${ratio('p50')} / ${ratio('p90')} / ${ratio('p99')}</td>` +
-      `<td>${c.cpu && c.cpu.routerUs !== null ? `${num(c.cpu.routerUs, 0)} / ${num(c.cpu.appUs, 0)}` : 'n/a'}</td></tr>`
+      `<td${c.cpu && c.cpu.saturated ? ' class="warn"' : ''}>${c.cpu && c.cpu.routerUs !== null ? `${num(c.cpu.routerUs, 0)} / ${num(c.cpu.appUs, 0)}${c.cpu.cores !== undefined ? ` (${num(c.cpu.cores, 2)} cores)` : ''}` : 'n/a'}</td></tr>`
   })
   return `<table><tr><th>contender</th><th>achieved / offered req/s</th><th>errors</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>mean imbalance</th><th>periods to &lt; ${s.experiment.imbalanceTarget} after each change</th><th>mean churn / round</th><th>affinity</th><th>hit rate</th>${s.experiment.kind === 'rising' ? '<th>max sustained req/s</th>' : ''}<th>÷ Chopper p50 / p90 / p99</th><th title="CPU time (user + system) over the measured run ÷ responses: the router process (Chopper's front ends and controller; HAProxy) / all app servers together. Every process shares this machine's cores, so a costlier router also delays the others">CPU µs per request: router / app servers</th></tr>${rows.join('')}</table>`
 }
@@ -276,11 +277,13 @@ function stepTable (s) {
 function scenarioSection (s) {
   const e = s.experiment
   const problems = s.contenders.filter((c) => c.ok && !c.client.heldRate).map((c) => `<li>${esc(c.label)}: ${esc(c.client.problems.join(' '))}</li>`)
+  const saturated = s.contenders.filter((c) => c.ok && c.cpu && c.cpu.saturated).map((c) => `<li>${esc(c.label)}: its processes kept ${num(c.cpu.cores, 2)} cores busy (${Math.round(c.cpu.machineShare * 100)} % of the machine): processes waited for a core, so its latencies measure the machine as well as the balancing</li>`)
   return `<section id="${esc(s.scenario)}"><h2>${esc(s.scenario)}: ${esc(e.title)}</h2>
 <p>App <code>${esc(e.app)}</code>, ${e.servers} app servers (one process each), ${e.frontends} Chopper front end(s), balancing period ${e.periodMs} ms${e.utilisation ? `, ~${Math.round(e.utilisation * 100)} % of the modelled capacity` : ''}${s.modelledCapacity ? ` (modelled capacity ${Math.round(s.modelledCapacity.total)} req/s: ${esc(s.modelledCapacity.basis)})` : ''}.${e.missingKeys === 'miss' ? ' No preload: a GET of a key nobody wrote yet (404) is counted as a cache miss, not an error.' : ''} Phases: ${s.workload.phases.map((p) => `${esc(p.name)} ${num(p.duration, 1)} s @ ${p.rate} req/s`).join(', ')}. Seed ${esc(s.workload.seed)}. Scenario file: <code>${esc(s.file || '')}</code>. Wall time ${s.wallS} s.</p>
 ${e.paper ? `<p class="note">Paper: ${esc(e.paper)}</p>` : ''}
 ${summaryTable(s)}
 ${problems.length ? `<p class="warn">Load generator warnings:</p><ul>${problems.join('')}</ul>` : ''}
+${saturated.length ? `<p class="warn">CPU-bound runs (more than ${BUSY_SHARE * 100} % of the cores busy):</p><ul>${saturated.join('')}</ul>` : ''}
 <div class="plots">${curvePlot(s)}${imbalancePlot(s)}${e.kind === 'rising' ? throughputPlot(s) : ''}</div>
 ${e.kind === 'rising' ? stepTable(s) : ''}
 </section>`

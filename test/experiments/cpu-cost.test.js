@@ -1,7 +1,7 @@
 'use strict'
 
 const { spawn } = require('node:child_process')
-const { cpuSnapshot, cpuCost } = require('../../bench/experiments/cpu-cost')
+const { cpuSnapshot, cpuCost, machineLoad } = require('../../bench/experiments/cpu-cost')
 
 describe('cpu-cost: CPU per response by part', () => {
   test('the router is the SUT tree less its app servers and store; each part per response in µs', () => {
@@ -17,6 +17,14 @@ describe('cpu-cost: CPU per response by part', () => {
     expect(cpuCost(before, after, 2000)).toEqual({ routerUs: null, appUs: 600, storeUs: 0, clientUs: 100 })
     expect(cpuCost({ ...before, tree: 1000 }, { ...after, apps: null }, 2000)).toEqual({ routerUs: null, appUs: null, storeUs: 0, clientUs: 100 })
     expect(cpuCost({ ...before, tree: 1000 }, after, 0)).toEqual({ routerUs: null, appUs: null, storeUs: null, clientUs: null })
+  })
+
+  test('machine load: cores kept busy at the achieved rate, and past 80 % of the cores the run is marked saturated', () => {
+    const cost = { routerUs: 400, appUs: 1800, storeUs: 200, clientUs: 300 } // 2,700 µs per response
+    expect(machineLoad(cost, 675, 2)).toEqual({ cores: 1.82, machineShare: 0.911, saturated: true })
+    expect(machineLoad(cost, 300, 2)).toEqual({ cores: 0.81, machineShare: 0.405, saturated: false })
+    expect(machineLoad({ ...cost, appUs: null }, 675, 2)).toBeNull()
+    expect(machineLoad(cost, 0, 2)).toBeNull()
   })
 
   ;(process.platform === 'linux' ? test : test.skip)('cpuSnapshot reads a real process: its CPU time grows while it works, and a gone pid reads null', async () => {

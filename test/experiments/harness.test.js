@@ -37,6 +37,8 @@ function expectContenderFields (c, { kv, controller }) {
   if (process.platform === 'linux') {
     for (const k of ['routerUs', 'appUs', 'storeUs', 'clientUs']) expect(c.cpu[k]).toBeGreaterThanOrEqual(0)
     expect(c.cpu.clientUs).toBeGreaterThan(0) // the load generator itself, from process.cpuUsage()
+    expect(c.cpu.cores).toBeGreaterThan(0)
+    expect(typeof c.cpu.saturated).toBe('boolean')
   }
   for (const k of LATENCY) expect(typeof c.latencyMs[k]).toBe('number')
   expect(c.percentileCurve.length).toBeGreaterThan(5)
@@ -136,6 +138,12 @@ describe('experiments harness', () => {
     expect(html).toMatch(/Done when \(issue 10\): \d of 2 checks pass/)
     for (const c of s.contenders) expect(html).toContain(c.label)
     expect(html).toContain('CPU µs per request: router / app servers')
+    // a contender whose processes kept most of the cores busy is marked in the table and listed under it
+    const busy = JSON.parse(JSON.stringify(doc))
+    Object.assign(busy.scenarios[0].contenders[0].cpu, { cores: 1.93, machineShare: 0.965, saturated: true })
+    const marked = renderReport(busy)
+    expect(marked).toContain('CPU-bound runs (more than 80 % of the cores busy)')
+    expect(marked).toContain('kept 1.93 cores busy (97 % of the machine)')
   })
 
   test('a kv-cache scenario reports cache hit rates and preloads its keys', async () => {
