@@ -42,12 +42,10 @@ function cpuSnapshot (processes) {
  */
 function cpuCost (before, after, responses) {
   const per = (a, b) => (a === null || b === null || !(responses > 0) ? null : Math.round(((b - a) * 1000 / responses) * 10) / 10)
-  const known = (...xs) => (xs.some((x) => x === null) ? null : xs.reduce((s, x) => s + x, 0))
   // The SUT's tree holds the app servers and the store: the router is what is left.
-  const routerBefore = known(before.tree) === null || known(before.apps, before.store) === null ? null : before.tree - before.apps - before.store
-  const routerAfter = known(after.tree) === null || known(after.apps, after.store) === null ? null : after.tree - after.apps - after.store
+  const router = (x) => (x.tree === null || x.apps === null || x.store === null ? null : x.tree - x.apps - x.store)
   return {
-    routerUs: per(routerBefore, routerAfter),
+    routerUs: per(router(before), router(after)),
     appUs: per(before.apps, after.apps),
     storeUs: per(before.store, after.store),
     clientUs: per(before.client, after.client)
