@@ -364,16 +364,13 @@ export class ShardGuard {
   /**
    * Check and count a slice key: the slice index (>= 0) when this server may
    * admit it now, -1 when it does not own it, -2 when the lease ran out (strict).
+   * `joining`: also admit it while this server is joining its slice (a handoff that adds it), for the
+   * requests createAppServer's admitJoining picks.
    */
-  admitSliceKey (key: number): number
+  admitSliceKey (key: number, joining?: boolean): number
   /** Whether a refused request should wait for a newer map (routed with a newer generation, or our slice is moving). */
   shouldHold (key: number, routedGeneration: number): boolean
-  /**
-   * Index of the slice holding `key` when this server is joining it (moving, listed, not admitted until the
-   * grant), counted as admitted; else -1. For the requests createAppServer's admitJoining picks.
-   */
-  admitJoiningSliceKey (key: number): number
-  /** admitSliceKey, waiting up to holdMs for the map that decides it when shouldHold says so; `joining`: admitJoiningSliceKey too. */
+  /** admitSliceKey, waiting up to holdMs for the map that decides it when shouldHold says so; `joining` as admitSliceKey's. */
   admitOrHold (key: number, routedGeneration: number, abandoned?: () => boolean, joining?: boolean): Promise<number>
   /** Mark a request admitted under the current map as running. */
   /** `write`: a request a handoff must drain (handoffDrain 'writes'). */

@@ -151,16 +151,9 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
     const routed = header === undefined ? 0 : Number(header)
     if (header !== undefined) guard.observeRoutedGeneration(routed)
     const key = sliceKey(appKey)
-    const verdict = guard.admitSliceKey(key)
+    const joining = admitJoining !== null && admitJoining(req) === true
+    const verdict = guard.admitSliceKey(key, joining)
     if (verdict >= 0) return admitted(req, res, next, key, verdict)
-    const joining = verdict === -1 && admitJoining !== null && admitJoining(req) === true
-    if (joining) {
-      const j = guard.admitJoiningSliceKey(key)
-      if (j >= 0) {
-        guard.stats.misdirected-- // admitted after all
-        return admitted(req, res, next, key, j)
-      }
-    }
     if (!enforce) {
       req.sliceKey = key
       req.chopperGeneration = guard.generation

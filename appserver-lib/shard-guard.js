@@ -235,39 +235,30 @@ class ShardGuard {
    * Index of the slice holding `key` (a slice key) when this server may admit
    * it now, or -1. Counts the request either way. Callers that admit must call
    * `begin()` and later `end(token)` so a handoff can wait for the request.
+   *
+   * `joining`: also admit it when this server is joining its slice (the slice
+   * is moving and lists this server, which does not admit it until the
+   * grant). Only for requests the app says are safe to take before the grant
+   * (createAppServer's `admitJoining`), such as kv-cache's write holds: a hold
+   * placed now still holds the key when the grant lands, where waiting for
+   * the grant would stall the write.
    */
-  admitSliceKey (key) {
+  admitSliceKey (key, joining = false) {
     if (this.map === null) {
       this.stats.misdirected++
       return -1
     }
     const i = this.map.indexOf(key)
     if (this.owned[i] === 0) {
-      this.stats.misdirected++
-      return -1
-    }
-    if (this.consistency === 'strict' && this.leasesEnforced && !this.leaseValid()) {
+      // Joining (no lease needed: nothing of the slice is served here until the grant), or not ours.
+      if (!(joining && this.map.moving[i] === 1 && this.map.replicas[i].includes(this.serverId))) {
+        this.stats.misdirected++
+        return -1
+      }
+    } else if (this.consistency === 'strict' && this.leasesEnforced && !this.leaseValid()) {
       this.stats.leaseRefused++
       return -2
     }
-    this.counts[i]++
-    this.stats.admitted++
-    return i
-  }
-
-  /**
-   * Index of the slice holding `key` (a slice key) when this server is
-   * joining it: the slice is moving (a handoff in progress) and this server is
-   * among its servers but does not admit it until the grant. Counted as
-   * admitted; -1 otherwise (nothing counted). Only for requests the app says
-   * are safe to take before the grant (createAppServer's `admitJoining`), such
-   * as kv-cache's write holds: a hold placed now still holds the key when the
-   * grant lands, where waiting for the grant would stall the write.
-   */
-  admitJoiningSliceKey (key) {
-    if (this.map === null) return -1
-    const i = this.map.indexOf(key)
-    if (this.owned[i] !== 0 || this.map.moving[i] !== 1 || !this.map.replicas[i].includes(this.serverId)) return -1
     this.counts[i]++
     this.stats.admitted++
     return i
@@ -331,23 +322,16 @@ class ShardGuard {
    * when `shouldHold` says so, or for a lease renewal when the lease lapsed
    * (strict; a controller failover outlasts a lease). Resolves the slice
    * index, -1 (not ours, or `abandoned()` became true: the client went away)
-   * or -2 (lease expired). `joining`: also admit it as soon as this server
-   * joins its slice (admitJoiningSliceKey), without waiting for the grant.
+   * or -2 (lease expired). `joining`: as admitSliceKey's, so it is admitted
+   * as soon as this server joins its slice, without waiting for the grant.
    */
   async admitOrHold (key, routedGeneration, abandoned = () => false, joining = false) {
     const deadline = this.now() + this.holdMs
     let held = false
     for (;;) {
       if (abandoned()) return -1
-      const i = this.admitSliceKey(key)
+      const i = this.admitSliceKey(key, joining)
       if (i >= 0) return i
-      if (i === -1 && joining) {
-        const j = this.admitJoiningSliceKey(key)
-        if (j >= 0) {
-          this.stats.misdirected-- // admitted after all
-          return j
-        }
-      }
       const left = deadline - this.now()
       if (left <= 0 || this.holdMs === 0 || (i === -1 && !this.shouldHold(key, routedGeneration))) return i
       if (!held) this.stats.held++
