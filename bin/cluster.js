@@ -113,8 +113,9 @@ async function main () {
     ...cluster.controllers.map((c) => `dashboard  ${c.url}/dashboard`),
     ...cluster.servers.map((s) => `appserver  ${s.id} ${s.url} (control ${s.controlUrl})`)
   ]
-  process.stdout.write(lines.join('\n') + '\nready; Ctrl-C to stop\n')
+  // Handle Ctrl-C before saying so: whoever reads "ready" may press it at once.
   onShutdown(() => cluster.close(), logger)
+  process.stdout.write(lines.join('\n') + '\nready; Ctrl-C to stop\n')
 }
 
 /**
