@@ -22,8 +22,14 @@ class KeyQueue {
   /** Run `fn` after every queued operation on `key`; reads coalesce. */
   read (key, fn) {
     const tail = this.tails.get(key)
-    if (tail && tail.kind === 'read') return tail.promise
+    if (this.readJoins(key)) return tail.promise
     return this.#enqueue(key, 'read', fn, tail)
+  }
+
+  /** Whether a read of `key` now would join a queued read instead of running its own. */
+  readJoins (key) {
+    const tail = this.tails.get(key)
+    return tail !== undefined && tail.kind === 'read'
   }
 
   /** Run `fn` after every queued operation on `key`. */

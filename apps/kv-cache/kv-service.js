@@ -4,6 +4,7 @@ const crypto = require('node:crypto')
 const { performance } = require('node:perf_hooks')
 const { KeyQueue } = require('./key-queue')
 const { WriteBatches, queueAnswered } = require('./write-batches')
+const { ReadBatches } = require('./read-batches')
 const { KeyHolds } = require('./key-holds')
 const { OwnershipEpochs } = require('./ownership-epochs')
 const { FencedWriteError, InvalidArgumentError, ReplicaUnavailableError, StoreUnavailableError, WriteIndeterminateError } = require('../../core/errors')
@@ -70,6 +71,7 @@ class KvService {
     this.epochs = new OwnershipEpochs()
     this.queue = new KeyQueue()
     this.batches = new WriteBatches(this.queue, () => this.metrics.batchedWrites.inc())
+    this.heldStoreReads = new ReadBatches() // held keys' store reads, shared only by reads that arrived before them
     this.batchWrites = batchWrites
     this.pipelineReleases = pipelineReleases
     this.releases = new Set() // releases still going on after their writes were answered
@@ -122,15 +124,21 @@ class KvService {
       this.metrics.invalidations.inc({ reason: 'stale' })
     }
     this.metrics.misses.inc()
+    const shared = this.queue.readJoins(key)
+    if (shared) this.metrics.sharedReads.inc({ with: 'fill' })
     const item = await this.queue.read(key, () => this.#fill(key, sliceKey, entry !== null))
-    return item && { value: item.value, contentType: item.contentType, ver: item.ver, cached: false }
+    return item && { value: item.value, contentType: item.contentType, ver: item.ver, cached: false, shared }
   }
 
-  /** A read of a held key: straight to DynamoDB, nothing cached, no read shared with a fill. */
+  /**
+   * A read of a held key: to DynamoDB, nothing cached, no read shared with a
+   * fill; it shares only a store read issued after it arrived (read-batches.js).
+   */
   async #heldRead (key) {
     this.metrics.misses.inc()
-    const item = await this.#storeOp('get', () => this.store.get(key))
-    return item && { value: item.value, contentType: item.contentType, ver: item.ver, cached: false }
+    const { item, shared } = await this.heldStoreReads.read(key, () => this.#storeOp('get', () => this.store.get(key)))
+    if (shared) this.metrics.sharedReads.inc({ with: 'held' })
+    return item && { value: item.value, contentType: item.contentType, ver: item.ver, cached: false, shared }
   }
 
   async #fill (key, sliceKey, sawStale) {

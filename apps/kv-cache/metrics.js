@@ -25,6 +25,12 @@ function createMetrics (registry) {
       labelNames: ['outcome'],
       registers
     }),
+    sharedReads: new Counter({
+      name: 'chopper_kv_shared_reads_total',
+      help: 'Misses answered by a DynamoDB read another GET of the same key started, with no store read of their own (also counted as misses), by what they shared: fill (a cache fill queued or in flight) or held (a held key\'s store read issued after they arrived: read-batches.js)',
+      labelNames: ['with'],
+      registers
+    }),
     barrenReleases: new Counter({
       name: 'chopper_kv_barren_releases_total',
       help: 'Releases that cached a bare fence instead of the written value, because another write still held the key (the next read there misses)',

@@ -45,7 +45,8 @@ const DEFAULT_CONTENT_TYPE = 'application/octet-stream'
  * this server is the slice's only owner, as before replication.
  *
  * Every answer that did work says what kind in `X-KV-Outcome: hit | miss |
- * write | fence`, for cost models that wrap the app (bench/lib/capacity.js).
+ * shared | write | fence` (shared: a miss answered by a DynamoDB read another
+ * GET started), for cost models that wrap the app (bench/lib/capacity.js).
  *
  * @param {object} options
  * @param {import('./kv-service').KvService} options.service
@@ -118,7 +119,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
     .get(async (req, res) => {
       const { key, slice } = keyOf(req)
       const item = await service.get(key, slice)
-      res.setHeader('X-KV-Outcome', item && item.cached ? 'hit' : 'miss')
+      res.setHeader('X-KV-Outcome', item ? (item.cached ? 'hit' : item.shared ? 'shared' : 'miss') : 'miss')
       if (!item) throw new NotFoundError(`no value for key ${JSON.stringify(key)}`)
       res.status(200)
       res.setHeader('Content-Type', item.contentType)

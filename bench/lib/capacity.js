@@ -65,11 +65,13 @@ function computeServiceMs (n, o) {
 
 /**
  * Modelled service time of one KV request: a cache hit, or a hit plus the
- * store's latency for a miss (DynamoDB read) or a write (DynamoDB write).
- * @param {'hit'|'miss'|'write'} outcome
+ * store's latency for a miss (DynamoDB read) or a write (DynamoDB write). A
+ * shared miss (answered by a DynamoDB read another GET of the key started)
+ * made no store call of its own: it costs what a hit costs.
+ * @param {'hit'|'miss'|'shared'|'write'} outcome
  */
 function kvServiceMs (outcome, o) {
-  return outcome === 'hit' ? o.kvHitMs : o.kvHitMs + o.kvStoreMs
+  return outcome === 'hit' || outcome === 'shared' ? o.kvHitMs : o.kvHitMs + o.kvStoreMs
 }
 
 /**
@@ -159,15 +161,15 @@ class FifoServer {
 
 /**
  * What a KV response cost: the app's own `X-KV-Outcome` header (hit, miss,
- * write) when it set one. Without it: a GET answered 200 is a hit or a miss by
+ * shared, write) when it set one. Without it: a GET answered 200 is a hit or a miss by
  * `X-Chopper-Cache`; a GET answered 404 (a key nobody wrote) went to the store,
  * so it is a miss; a 2xx write is a write. Anything else (421 refusals, 4xx,
  * 5xx) is refused without the store and costs nothing.
- * @returns {'hit'|'miss'|'write'|null}
+ * @returns {'hit'|'miss'|'shared'|'write'|null}
  */
 function kvOutcome (req, res) {
   const h = res.getHeader('x-kv-outcome')
-  if (h === 'hit' || h === 'miss' || h === 'write') return h
+  if (h === 'hit' || h === 'miss' || h === 'shared' || h === 'write') return h
   // A replica's fence (hold or release of one key around a write on the
   // primary: apps/kv-cache/key-holds.js) is a Redis-only step of someone
   // else's write: no modelled work of its own, so it skips the queue.

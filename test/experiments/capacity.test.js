@@ -114,6 +114,10 @@ describe('capacity options and service times', () => {
     expect(kvOutcome({ method: 'GET' }, res(503))).toBeNull()
     const o = resolveCapacityOptions({ mode: 'model' })
     expect(MODELS['kv-cache'].serviceMs({ method: 'GET' }, res(200, { 'x-kv-outcome': 'hit' }), o)).toBe(3)
+    expect(MODELS['kv-cache'].serviceMs({ method: 'GET' }, res(200, { 'x-kv-outcome': 'miss' }), o)).toBe(8)
+    // a miss answered by a DynamoDB read another GET started made no store call of its own
+    expect(kvOutcome({ method: 'GET' }, res(200, { 'x-kv-outcome': 'shared', 'x-chopper-cache': 'miss' }))).toBe('shared')
+    expect(MODELS['kv-cache'].serviceMs({ method: 'GET' }, res(200, { 'x-kv-outcome': 'shared' }), o)).toBe(3)
     expect(MODELS.compute.serviceMs({ url: '/compute?key=a&n=2000' }, res(200), o)).toBe(16)
     expect(MODELS.compute.serviceMs({ url: '/compute?key=a' }, res(200), o)).toBe(4) // the app's default n
     expect(MODELS.compute.serviceMs({ url: '/compute?n=x' }, res(400), o)).toBe(0)

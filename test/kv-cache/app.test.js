@@ -153,7 +153,7 @@ describe('kv-cache app', () => {
   })
 
   test('concurrent writes to one key leave the cache agreeing with DynamoDB; concurrent misses share one read', async () => {
-    const { url, kv } = await kvOn()
+    const { url, kv, registry } = await kvOn()
     const writes = Array.from({ length: 25 }, (_, i) => putText(kvUrl(url, 'hot'), `v${i}`))
     for (const r of await Promise.all(writes)) expect(r.status).toBe(204)
     const truth = await env.h.dynamoClient(env.dynamo.endpoint).get(TABLE, 'hot')
@@ -165,6 +165,11 @@ describe('kv-cache app', () => {
     const reads = await Promise.all(Array.from({ length: 10 }, () => call(kvUrl(url, 'cold'))))
     for (const r of reads) expect(r.body).toBe('c')
     expect(spy.mock.calls.length).toBeLessThan(10)
+    // the ones that read nothing themselves say so (a cost model charges them as hits) and are counted
+    const shared = reads.filter((r) => r.headers['x-kv-outcome'] === 'shared').length
+    expect(shared).toBe(10 - spy.mock.calls.length)
+    expect(reads.filter((r) => r.headers['x-kv-outcome'] === 'miss').length).toBe(spy.mock.calls.length)
+    expect(await registryValue(registry, 'chopper_kv_shared_reads_total', { with: 'fill' })).toBe(shared)
     spy.mockRestore()
   })
 

@@ -263,6 +263,28 @@ describe('kv-cache with replicated slices', () => {
     svc.holds.remove('k22', 'w2')
   })
 
+  test('reads of a key held past heldReadWaitMs share DynamoDB reads issued after they arrived: a burst costs fewer store reads than reads, and the others are answered "shared"', async () => {
+    const { nodes: { A, C } } = await replicaSet()
+    expect((await putText(kvUrl(A.url, 'k23'), 'v1')).status).toBe(204)
+    const svc = C.kv.service
+    const storeGets = []
+    const get0 = svc.store.get.bind(svc.store)
+    svc.store.get = (key) => { storeGets.push(key); return get0(key) }
+    svc.holds.add('k23', 'w1') // a hold nobody lifts (as when the release is slow to come)
+    const reads = await Promise.all(Array.from({ length: 12 }, () => get(C, 'k23')))
+    svc.holds.remove('k23', 'w1')
+    expect(reads.map((r) => [r.status, r.body])).toEqual(Array(12).fill([200, 'v1']))
+    // each read waited heldReadWaitMs (100 ms) on its own timer, so they reach the store at about
+    // the same time: the first starts a read, the ones arriving while it runs share the next
+    expect(storeGets.length).toBeGreaterThanOrEqual(1)
+    expect(storeGets.length).toBeLessThan(12)
+    const shared = reads.filter((r) => r.outcome === 'shared').length
+    expect(shared).toBe(12 - storeGets.length)
+    expect(reads.filter((r) => r.outcome === 'miss').length).toBe(storeGets.length)
+    expect(await registryValue(C.registry, 'chopper_kv_shared_reads_total', { with: 'held' })).toBe(shared)
+    expect(await registryValue(C.registry, 'chopper_kv_held_reads_total', { outcome: 'store' })).toBe(12)
+  })
+
   test('a release that never arrives: the write is acknowledged, counted, and that replica reads DynamoDB until its hold lapses', async () => {
     const dropRelease = (req) => {
       if (!isFence(req) || req.headers['x-kv-fence'] !== 'release') return false
