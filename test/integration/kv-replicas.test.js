@@ -47,7 +47,7 @@ function nextLayout (layout, rng) {
   return out
 }
 
-async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, batchWrites = true, trafficInRevoke = 0 }) {
+async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, batchWrites = true, trafficInRevoke = 0, heldReadWaitMs }) {
   const closers = []
   try {
     const dynamo = await startDynalite()
@@ -66,6 +66,7 @@ async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, ba
       })
       closers.push(() => s.close())
       if (!fencing) s.instance.service.fencer = null // the planted bug: writes neither hold nor fence the other replicas
+      if (heldReadWaitMs !== undefined) s.instance.service.heldReadWaitMs = heldReadWaitMs
       apps.push(s)
     }
     const fes = []
@@ -172,13 +173,15 @@ async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, ba
     }
     let fences = 0
     let batched = 0
+    let sharedHeld = 0
     for (const a of apps) {
       const text = await a.server.registry.metrics()
       fences += metricValue(text, 'chopper_kv_fences_received_total')
       batched += metricValue(text, 'chopper_kv_batched_writes_total')
+      sharedHeld += metricValue(text, 'chopper_kv_shared_reads_total', { with: 'held' })
     }
     const ops = recorder.operations()
-    return { ops, servedBy, fences, batched, openHandoffs, check: checkLinearizability(ops) }
+    return { ops, servedBy, fences, batched, sharedHeld, openHandoffs, check: checkLinearizability(ops) }
   } finally {
     for (const c of closers.reverse()) await c()
   }
@@ -212,6 +215,14 @@ describe('kv-cache history with replicated slices', () => {
     expect(openHandoffs).toBeGreaterThanOrEqual(4)
     expect(ops.filter((o) => o.op !== 'get' && o.ok === true).length).toBeGreaterThan(100)
     expect(fences).toBeGreaterThan(100)
+    expect(check.violations).toEqual([])
+    expect(check.verdict).toBe('linearizable')
+  }, 180000)
+
+  test('held reads go to DynamoDB at once (heldReadWaitMs 0) and share store reads issued after they arrived: the history stays linearizable', async () => {
+    const { ops, sharedHeld, check } = await runHistory({ changes: 20, seed: 7, hotShare: 0.8, heldReadWaitMs: 0 })
+    expect(ops.filter((o) => o.key === KEYS[0] && o.op === 'get' && o.ok === true).length).toBeGreaterThan(100)
+    expect(sharedHeld).toBeGreaterThan(10)
     expect(check.violations).toEqual([])
     expect(check.verdict).toBe('linearizable')
   }, 180000)
