@@ -9,24 +9,27 @@ const { InvalidArgumentError } = require('../../core/errors')
  * to DynamoDB (a strongly consistent read, which is linearizable by itself).
  *
  * A hold is placed by the writing primary *before* its DynamoDB write and
- * lifted after it (with the new version, which the caller turns into a fence
- * entry first). If the lift never comes (the primary died, the network broke,
- * or the write's outcome is unknown), the hold lapses after `lapseMs`; the
- * writer makes sure that is longer than any DynamoDB write it will still
- * acknowledge, so by then the store holds the new value and a fill reads it.
+ * lifted after it (with the new version, which the caller caches first). If
+ * the lift never comes (the primary died, the network broke, or the write's
+ * outcome is unknown), the hold lapses after `lapseMs`; the writer makes sure
+ * that is longer than any DynamoDB write it will still acknowledge, so by
+ * then the store holds the new value and a fill reads it. A lapse first runs
+ * `onLapse` (the caller drops what it cached while the key was held) and
+ * lifts the hold only once that settled.
  *
  * Several holds on one key (two writers during a change of primary) nest:
  * the key stays held until the last is lifted or lapsed.
  */
 class KeyHolds {
   /**
-   * @param {{ lapseMs: number, onLapse?: (key: string, id: string) => void }} options
+   * @param {{ lapseMs: number, onLapse?: (key: string, id: string, meta: any) => void|Promise<void> }} options
+   *   onLapse: the key stays held until what it returns settles
    */
   constructor ({ lapseMs, onLapse = () => {} }) {
     if (!Number.isInteger(lapseMs) || lapseMs < 1) throw new InvalidArgumentError('invalid lapseMs: expected an integer >= 1')
     this.lapseMs = lapseMs
     this.onLapse = onLapse
-    this.keys = new Map() // key -> Map(id -> lapse timer)
+    this.keys = new Map() // key -> Map(id -> { timer, meta })
     this.waiters = new Map() // key -> [resolve] waiting for the key to be lifted
   }
 
@@ -53,23 +56,26 @@ class KeyHolds {
     })
   }
 
-  /** Hold `key` for write `id` (idempotent: a retried hold restarts its lapse). */
-  add (key, id) {
+  /**
+   * Hold `key` for write `id` (idempotent: a retried hold restarts its lapse).
+   * @param {any} [meta] handed to onLapse
+   */
+  add (key, id, meta) {
     let ids = this.keys.get(key)
     if (!ids) this.keys.set(key, (ids = new Map()))
-    clearTimeout(ids.get(id))
-    const timer = setTimeout(() => {
-      if (this.#drop(key, id)) this.onLapse(key, id)
-    }, this.lapseMs)
-    timer.unref()
-    ids.set(id, timer)
+    const before = ids.get(id)
+    if (before) clearTimeout(before.timer)
+    const hold = { timer: null, meta }
+    hold.timer = setTimeout(() => this.#lapse(key, id, hold), this.lapseMs)
+    hold.timer.unref()
+    ids.set(id, hold)
   }
 
   /** Lift write `id`'s hold on `key`; false when it was not held (lapsed, or never arrived). */
   remove (key, id) {
     const ids = this.keys.get(key)
     if (!ids || !ids.has(id)) return false
-    clearTimeout(ids.get(id))
+    clearTimeout(ids.get(id).timer)
     return this.#drop(key, id)
   }
 
@@ -91,10 +97,20 @@ class KeyHolds {
 
   /** Lift everything (on close). */
   clear () {
-    for (const ids of this.keys.values()) for (const t of ids.values()) clearTimeout(t)
+    for (const ids of this.keys.values()) for (const h of ids.values()) clearTimeout(h.timer)
     this.keys.clear()
     for (const list of this.waiters.values()) for (const done of list) done()
     this.waiters.clear()
+  }
+
+  async #lapse (key, id, hold) {
+    try {
+      await this.onLapse(key, id, hold.meta)
+    } catch {
+      // the caller reports its own failures; the hold is lifted regardless
+    }
+    const ids = this.keys.get(key)
+    if (ids && ids.get(id) === hold) this.#drop(key, id) // not lifted, nor retried, meanwhile
   }
 
   #drop (key, id) {

@@ -77,9 +77,18 @@ class KvService {
     this.releases = new Set() // releases still going on after their writes were answered
     this.holds = new KeyHolds({
       lapseMs: holdLapseMs,
-      onLapse: (key, id) => {
+      // What a release of an older write cached while this hold stood may be
+      // older than DynamoDB now (this write's outcome is unknown): dropped
+      // before the key is served from the cache again.
+      onLapse: async (key, id, sliceKey) => {
         this.metrics.holdsLapsed.inc()
         this.logger.warn({ key, fenceId: id }, 'a write hold lapsed without being lifted: the key is cached again from DynamoDB')
+        try {
+          await this.cache.del(key, sliceKey)
+        } catch (err) {
+          this.#cacheFailed('del', err)
+          this.#distrustAll('cache_error')
+        }
       }
     })
     this.fills = new Map() // key -> Set of fills in flight ({ poisoned }); a hold poisons them
@@ -265,8 +274,8 @@ class KvService {
    *   release), so no read anywhere can return the old value. The releases
    *   go on in the background (`this.releases`). With `pipelineReleases`
    *   the key's next write starts meanwhile, so its hold may reach a replica
-   *   before this write's release: `release` then caches a bare fence, not
-   *   the value (see there). Without it they go in `after`, which the key's
+   *   before this write's release, which still caches the value, unserved
+   *   while that hold stands (see `release`). Without it they go in `after`, which the key's
    *   queue waits for before the next write.
    *   This needs every hold still in place when the write landed: a write
    *   answered within `holdLapseMs` of its first hold has that, as holds
@@ -344,7 +353,7 @@ class KvService {
    * its cache; its cached entry is dropped (so nothing old survives a lapse).
    */
   async hold (key, sliceKey, fenceId) {
-    this.holds.add(key, fenceId)
+    this.holds.add(key, fenceId, sliceKey)
     const fills = this.fills.get(key)
     if (fills) for (const f of fills) f.poisoned = true
     this.queue.cut(key) // later reads must not share a DynamoDB read that began before the hold
@@ -365,19 +374,21 @@ class KvService {
    *
    * While another write still holds the key here (the primary's next write,
    * whose hold overtook this release, or a second writer during a change of
-   * primary), only the fence is cached, never the value: that write's
-   * outcome may turn out unknown, its hold then lapses, and a value cached
-   * now would be served as the newest although DynamoDB may hold a newer
-   * one. A fence makes the next read a miss, which reads DynamoDB.
+   * primary), the value is cached all the same: nothing is served from the
+   * cache while the key is held; that write's release replaces it (a newer
+   * version), its abort leaves it (that write was not applied), and its
+   * lapse (outcome unknown: DynamoDB may hold a newer value) drops it before
+   * the hold is lifted (KeyHolds' onLapse). So releases that arrive out of
+   * order still leave the newest value cached, where a bare fence would make
+   * the next read a miss.
    * @param {bigint} [version]
    * @param {{ value: Buffer, contentType: string }} [written] the value DynamoDB now holds at `version`
    */
   async release (key, sliceKey, fenceId, version, written) {
     if (version !== undefined) {
-      const entry = written && !this.holds.heldExcept(key, fenceId)
+      const entry = written
         ? { tag: this.epochs.now(), ver: version, contentType: written.contentType, value: written.value }
         : { tag: this.epochs.now(), ver: version, contentType: FENCE_TYPE, value: EMPTY }
-      if (written && entry.contentType === FENCE_TYPE) this.metrics.barrenReleases.inc()
       try {
         await this.cache.set(key, sliceKey, entry)
       } catch (err) {

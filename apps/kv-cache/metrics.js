@@ -31,11 +31,6 @@ function createMetrics (registry) {
       labelNames: ['with'],
       registers
     }),
-    barrenReleases: new Counter({
-      name: 'chopper_kv_barren_releases_total',
-      help: 'Releases that cached a bare fence instead of the written value, because another write still held the key (the next read there misses)',
-      registers
-    }),
     batchedWrites: new Counter({
       name: 'chopper_kv_batched_writes_total',
       help: 'Writes that joined a later write of the same key waiting for its turn, and were applied with it: one hold, one DynamoDB write and one release for the batch (write-batches.js)',

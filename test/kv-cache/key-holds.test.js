@@ -2,6 +2,9 @@
 
 const { KeyHolds } = require('../../apps/kv-cache/key-holds')
 
+/** Let promise callbacks run (a lapse awaits its onLapse). */
+const flush = async () => { for (let i = 0; i < 5; i++) await Promise.resolve() }
+
 describe('KeyHolds', () => {
   beforeEach(() => jest.useFakeTimers())
   afterEach(() => jest.useRealTimers())
@@ -31,29 +34,69 @@ describe('KeyHolds', () => {
     expect(h.heldExcept('k', 'w1')).toBe(false)
   })
 
-  test('a hold nobody lifts lapses after lapseMs and is reported once; a lifted one never lapses', () => {
+  test('a hold nobody lifts lapses after lapseMs and is reported once, with its meta; a lifted one never lapses', async () => {
     const lapsed = []
-    const h = new KeyHolds({ lapseMs: 1000, onLapse: (key, id) => lapsed.push([key, id]) })
-    h.add('a', 'w1')
+    const h = new KeyHolds({ lapseMs: 1000, onLapse: (key, id, meta) => lapsed.push([key, id, meta]) })
+    h.add('a', 'w1', 'slice-a')
     h.add('b', 'w2')
     h.remove('b', 'w2')
     jest.advanceTimersByTime(999)
+    await flush()
     expect(h.held('a')).toBe(true)
     jest.advanceTimersByTime(1)
+    await flush()
     expect(h.held('a')).toBe(false)
-    expect(lapsed).toEqual([['a', 'w1']])
+    expect(lapsed).toEqual([['a', 'w1', 'slice-a']])
     jest.advanceTimersByTime(5000)
-    expect(lapsed).toEqual([['a', 'w1']])
+    await flush()
+    expect(lapsed).toEqual([['a', 'w1', 'slice-a']])
   })
 
-  test('a retried hold restarts its lapse', () => {
+  test('a lapse lifts the hold only once onLapse settled (failed or not); a release or a retried hold meanwhile wins', async () => {
+    const pending = []
+    const h = new KeyHolds({ lapseMs: 1000, onLapse: () => new Promise((resolve, reject) => pending.push({ resolve, reject })) })
+    h.add('k', 'w1')
+    jest.advanceTimersByTime(1000)
+    await flush()
+    expect(pending.length).toBe(1)
+    expect(h.held('k')).toBe(true) // what was cached under the hold is being dropped
+    pending[0].reject(new Error('cache down'))
+    await flush()
+    expect(h.held('k')).toBe(false)
+    // released while lapsing: lifted once, by the release
+    h.add('k', 'w2')
+    jest.advanceTimersByTime(1000)
+    await flush()
+    expect(h.remove('k', 'w2')).toBe(true)
+    expect(h.held('k')).toBe(false)
+    pending[1].resolve()
+    await flush()
+    expect(h.held('k')).toBe(false)
+    // retried while lapsing: the retry's own lapse counts
+    h.add('k', 'w3')
+    jest.advanceTimersByTime(1000)
+    await flush()
+    h.add('k', 'w3')
+    pending[2].resolve()
+    await flush()
+    expect(h.held('k')).toBe(true)
+    jest.advanceTimersByTime(1000)
+    await flush()
+    pending[3].resolve()
+    await flush()
+    expect(h.held('k')).toBe(false)
+  })
+
+  test('a retried hold restarts its lapse', async () => {
     const h = new KeyHolds({ lapseMs: 1000 })
     h.add('k', 'w1')
     jest.advanceTimersByTime(800)
     h.add('k', 'w1')
     jest.advanceTimersByTime(800)
+    await flush()
     expect(h.held('k')).toBe(true)
     jest.advanceTimersByTime(200)
+    await flush()
     expect(h.held('k')).toBe(false)
   })
 

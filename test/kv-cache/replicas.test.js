@@ -223,25 +223,42 @@ describe('kv-cache with replicated slices', () => {
     })
   }
 
-  test('a release that arrives while another write still holds the key caches only a fence, so a lapse of that hold cannot leave the older value cached', async () => {
+  test('a release that arrives while another write still holds the key caches its value, unserved while held; that write\'s release replaces it, its abort keeps it, its lapse drops it before the key is served again', async () => {
     const { nodes: { C } } = await replicaSet()
     const svc = C.kv.service
+    svc.holds.lapseMs = 300 // holds placed from now on lapse soon (the option must exceed the write timeouts)
     const slice = sliceKey('k21')
-    svc.holds.add('k21', 'w1')
-    svc.holds.add('k21', 'w2') // the next write's hold overtook w1's release
-    await svc.release('k21', slice, 'w1', 5n, { value: Buffer.from('v1'), contentType: 'text/plain' })
+    const text = (v) => ({ value: Buffer.from(v), contentType: 'text/plain' })
+    // the next write's hold overtook w1's release
+    await svc.hold('k21', slice, 'w1')
+    await svc.hold('k21', slice, 'w2')
+    await svc.release('k21', slice, 'w1', 5n, text('v5'))
     expect(svc.holds.held('k21')).toBe(true)
-    expect(await registryValue(C.registry, 'chopper_kv_barren_releases_total')).toBe(1)
     const entry = await svc.cache.get('k21', slice)
-    expect(entry.ver).toBe(5n)
-    expect(entry.contentType).toBe('') // a fence (FENCE_TYPE), not v1
-    expect(entry.value.length).toBe(0)
-    // alone, a release caches the value as before
-    await svc.release('k21', slice, 'w2', 6n, { value: Buffer.from('v2'), contentType: 'text/plain' })
-    expect(svc.holds.held('k21')).toBe(false)
-    const cached = await svc.cache.get('k21', slice)
-    expect([cached.ver, cached.value.toString()]).toEqual([6n, 'v2'])
-    expect(await registryValue(C.registry, 'chopper_kv_barren_releases_total')).toBe(1)
+    expect([entry.ver, entry.value.toString()]).toEqual([5n, 'v5'])
+    expect((await get(C, 'k21')).outcome).toBe('miss') // held: not served from the cache
+    // w2's release: the newer value
+    await svc.release('k21', slice, 'w2', 6n, text('v6'))
+    expect(await get(C, 'k21')).toEqual({ status: 200, body: 'v6', outcome: 'hit' })
+    // releases in the opposite order: the newest value stays cached, a hit
+    await svc.hold('k21', slice, 'w3')
+    await svc.hold('k21', slice, 'w4')
+    await svc.release('k21', slice, 'w4', 8n, text('v8'))
+    await svc.release('k21', slice, 'w3', 7n, text('v7'))
+    expect(await get(C, 'k21')).toEqual({ status: 200, body: 'v8', outcome: 'hit' })
+    // an abort (not applied) keeps the value the earlier release cached
+    await svc.hold('k21', slice, 'w5')
+    await svc.hold('k21', slice, 'w6')
+    await svc.release('k21', slice, 'w5', 9n, text('v9'))
+    await svc.release('k21', slice, 'w6')
+    expect(await get(C, 'k21')).toEqual({ status: 200, body: 'v9', outcome: 'hit' })
+    // a lapse (outcome unknown): what was cached under the hold is dropped before the key is lifted
+    await svc.hold('k21', slice, 'w7')
+    await svc.hold('k21', slice, 'w8')
+    await svc.release('k21', slice, 'w7', 10n, text('v10'))
+    await pollUntil(() => !svc.holds.held('k21'), { what: 'w8\'s hold to lapse' })
+    expect(await svc.cache.get('k21', slice)).toBeNull()
+    expect(await registryValue(C.registry, 'chopper_kv_holds_lapsed_total')).toBe(1)
   })
 
   test('a read of a held key waits for the release and is served what it cached; one still held after heldReadWaitMs reads DynamoDB; both counted', async () => {
