@@ -22,7 +22,19 @@ function runEntryPoint (component, start) {
   }
   const logger = pino({ level: settings.logLevel })
   routeWarnings(logger)
-  start(settings, logger).then((stop) => onShutdown(stop, logger), (err) => {
+  // The handler is installed before start logs "listening", so a SIGTERM sent
+  // as soon as the component says so (an orchestrator, a test) stops it
+  // cleanly instead of killing a process that has no handler yet. start
+  // resolves in the same turn as it logs, before any signal is handled; a
+  // signal while it still runs (say, waiting for DynamoDB) exits at once.
+  let stop = null
+  const started = start(settings, logger)
+  started.then((s) => { stop = s }, () => {})
+  onShutdown(async () => {
+    if (stop === null) throw new Error('interrupted before the start finished')
+    await stop()
+  }, logger)
+  started.catch((err) => {
     process.stderr.write(`error: ${err.code ? err.code + ': ' : ''}${err.message}\n`)
     process.exit(err.code === 'CHOPPER_ERR_INVALID_ARG' ? 2 : 1)
   })

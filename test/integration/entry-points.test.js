@@ -1,6 +1,7 @@
 'use strict'
 
 const { spawn } = require('node:child_process')
+const net = require('node:net')
 const path = require('node:path')
 const { call } = require('../helpers/http')
 const { pollUntil } = require('../../core/poll')
@@ -52,6 +53,28 @@ describe('production entry points (bin/controller.js, bin/frontend.js, bin/appse
     expect(await app.exited).toBe(0)
     const status = (await call(`${controllerUrl}/v1/status`)).body
     expect(status.servers).toEqual({})
+  })
+
+  test('a signal while the start still runs (its DynamoDB never answers) exits at once, saying why', async () => {
+    const sockets = new Set()
+    const silentDb = net.createServer((socket) => sockets.add(socket)) // accepts, never answers
+    await new Promise((resolve) => silentDb.listen(0, '127.0.0.1', resolve))
+    try {
+      const ctl = start('controller.js', {
+        CHOPPER_CONTROLLER_HOST: '127.0.0.1',
+        CHOPPER_CONTROLLER_PORT: '0',
+        CHOPPER_STATE_TABLE: 'hung',
+        CHOPPER_STATE_ENDPOINT: `http://127.0.0.1:${silentDb.address().port}`
+      })
+      procs.push(ctl)
+      await pollUntil(() => sockets.size > 0, { timeoutMs: 15000, what: 'the controller to reach its state store' })
+      ctl.child.kill('SIGTERM')
+      expect(await ctl.exited).toBe(1)
+      expect(ctl.out.text).toMatch(/interrupted before the start finished/)
+    } finally {
+      for (const socket of sockets) socket.destroy()
+      await new Promise((resolve) => silentDb.close(resolve))
+    }
   })
 
   test('a malformed setting exits 2 naming the variable', async () => {
