@@ -275,8 +275,8 @@ class KvService {
    *   go on in the background (`this.releases`). With `pipelineReleases`
    *   the key's next write starts meanwhile, so its hold may reach a replica
    *   before this write's release, which still caches the value, unserved
-   *   while that hold stands (see `release`). Without it they go in `after`, which the key's
-   *   queue waits for before the next write.
+   *   while that hold stands (see `release`). Without it they go in
+   *   `after`, which the key's queue waits for before the next write.
    *   This needs every hold still in place when the write landed: a write
    *   answered within `holdLapseMs` of its first hold has that, as holds
    *   lapse no sooner.
