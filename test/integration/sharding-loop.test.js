@@ -89,6 +89,13 @@ describe('the sharding loop end to end', () => {
   test('chopper brings max/mean of requests per server below 1.25 within a few periods', async () => {
     const keys = skewedKeys()
     stack = await startStack('chopper', 250)
+    // The layout before any traffic puts the window's requests this unevenly (a
+    // window's own figure depends on how many rounds ran during it, on a busy machine).
+    const initial = new SliceMap(stack.controller.assignment)
+    const perServer = Object.fromEntries(SERVER_IDS.map((id) => [id, 0]))
+    for (const k of windowSequence(keys)) perServer[initial.ownerOf(sliceKey(k))]++
+    const counts = Object.values(perServer)
+    expect(Math.max(...counts) / (counts.reduce((a, b) => a + b, 0) / counts.length)).toBeGreaterThan(2)
     // Each window is ~37 requests; a period is 250 ms, so a window spans about one period.
     const deadline = Date.now() + 30000
     let imbalances = []
@@ -96,8 +103,6 @@ describe('the sharding loop end to end', () => {
       imbalances = imbalances.concat(await driveWindows(stack.fe, keys, { windows: 1 }))
       if (imbalances.length >= 3 && imbalances.slice(-3).every((x) => x < 1.25)) break
     }
-    // The first window, before any round, is as skewed as the static layout.
-    expect(imbalances[0]).toBeGreaterThan(2)
     // Converged: three windows in a row under 1.25.
     expect(imbalances.slice(-3).every((x) => x < 1.25)).toBe(true)
     const status = (await call(`${stack.controller.url}/v1/status`)).body

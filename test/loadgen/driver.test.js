@@ -43,9 +43,11 @@ describe('run: open loop against a fast local server', () => {
     for (const a of arrivals) expected['s' + (Number(a.key.split('-')[1]) % 3)]++
     expect(p.servers).toEqual(expected)
 
-    // One-second windows by completion time: three of them, the middle one full.
+    // One-second windows by completion time: three of them, the middle one full
+    // (within 10 %: a stall of a few tens of ms at a boundary moves responses
+    // to the next window; the phase's rate above is held within 5 %).
     expect(result.windows.length).toBeGreaterThanOrEqual(3)
-    expect(Math.abs(result.windows[1].responses / 400 - 1)).toBeLessThan(0.05)
+    expect(Math.abs(result.windows[1].responses / 400 - 1)).toBeLessThan(0.1)
     expect(result.windows.reduce((n, w) => n + w.responses, 0)).toBe(1000)
     for (const w of result.windows) {
       expect(w.latencyMs.count).toBe(w.responses)
