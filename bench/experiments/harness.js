@@ -5,7 +5,7 @@ const loadgen = require('../../loadgen')
 const { CONTENDER_NAMES, CONTENDERS } = require('./contenders')
 const { contenderMetrics, ratios } = require('./metrics')
 const { startSutProcess } = require('./sut-process')
-const { scaleWorkload, preloadWorkload, warmupWorkload, modelledCapacity } = require('./scenario')
+const { scaleWorkload, scaleRate, preloadWorkload, warmupWorkload, modelledCapacity } = require('./scenario')
 const { cpuSnapshot, cpuCost, machineLoad } = require('./cpu-cost')
 const { haproxyVersion } = require('./haproxy-process')
 const { InvalidArgumentError } = require('../../core/errors')
@@ -15,6 +15,7 @@ const { silent } = require('../../core/logger')
 const defaults = Object.freeze({
   contenders: CONTENDER_NAMES, // run order
   timeScale: 1, // multiplies every phase duration
+  rateScale: 1, // multiplies every rate, divides every modelled service time (scenario.js scaleRate)
   logger: silent,
   onProgress: () => {} // (line: string) => void, for the CLI
 })
@@ -35,8 +36,8 @@ async function runScenario (scenario, options = {}) {
   if (!Array.isArray(o.contenders) || o.contenders.length === 0 || o.contenders.some((c) => !CONTENDER_NAMES.includes(c))) {
     throw new InvalidArgumentError(`invalid contenders: expected a non-empty list of ${CONTENDER_NAMES.join(', ')}`)
   }
-  const { experiment } = scenario
-  const workload = scaleWorkload(scenario.workload, o.timeScale)
+  const { experiment, workload: rated } = scaleRate(scenario, o.rateScale)
+  const workload = scaleWorkload(rated, o.timeScale)
   const startedAt = new Date()
   const contenders = []
   for (const name of o.contenders) {
@@ -61,6 +62,7 @@ async function runScenario (scenario, options = {}) {
     modelledCapacity: modelledCapacity(experiment, workload),
     workload: { name: workload.name, seed: workload.seed, phases: workload.phases.map((p) => ({ name: p.name, duration: p.duration, rate: p.rate, keys: p.keys, distribution: p.distribution, hot: p.hot, mix: p.mix })) },
     timeScale: o.timeScale,
+    rateScale: o.rateScale,
     startedAt: startedAt.toISOString(),
     wallS: Math.round((Date.now() - startedAt) / 1000),
     contenders

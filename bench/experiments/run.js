@@ -5,7 +5,9 @@
  * npm run experiment -- <name> [...]   one or more scenarios
  * npm run experiments                  all of them (about 15 minutes)
  *
- * Flags: --time-scale X (multiply every phase duration), --contenders a,b,
+ * Flags: --time-scale X (multiply every phase duration), --rate-scale X
+ * (every rate times X, every modelled service time over X: a slower machine),
+ * --contenders a,b,
  * --out DIR (default bench/results), --report FILE.json (only rebuild the HTML
  * of an earlier run), --list. Writes DIR/<name>.json and .html, or
  * DIR/experiments.json and .html for --all.
@@ -18,7 +20,7 @@ const { runScenario, environment } = require('./harness')
 const { CONTENDER_NAMES } = require('./contenders')
 const { renderReport, headline } = require('./report')
 
-const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--contenders ${CONTENDER_NAMES.join(',')}] [--strategy-options JSON] [--load-metric cost|requests] [--frontend-options JSON] [--app-options JSON] [--out DIR]
+const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--rate-scale X] [--contenders ${CONTENDER_NAMES.join(',')}] [--strategy-options JSON] [--load-metric cost|requests] [--frontend-options JSON] [--app-options JSON] [--out DIR]
        node bench/experiments/run.js --report DIR/experiments.json   (rebuild the HTML)
        node bench/experiments/run.js --list`
 
@@ -30,6 +32,7 @@ async function main (argv) {
       all: { type: 'boolean', default: false },
       list: { type: 'boolean', default: false },
       'time-scale': { type: 'string', default: '1' },
+      'rate-scale': { type: 'string', default: '1' },
       contenders: { type: 'string' },
       'strategy-options': { type: 'string' },
       'load-metric': { type: 'string' },
@@ -54,6 +57,8 @@ async function main (argv) {
   if (names.length === 0) throw usageError('name a scenario or pass --all')
   const timeScale = Number(values['time-scale'])
   if (!(timeScale > 0)) throw usageError(`--time-scale: expected a number > 0, got ${JSON.stringify(values['time-scale'])}`)
+  const rateScale = Number(values['rate-scale'])
+  if (!(rateScale > 0 && rateScale <= 1)) throw usageError(`--rate-scale: expected a number > 0 and <= 1, got ${JSON.stringify(values['rate-scale'])}`)
   const contenders = values.contenders ? values.contenders.split(',').map((s) => s.trim()) : CONTENDER_NAMES
   const extra = jsonObjectFlag(values, 'strategy-options')
   const frontendOptions = jsonObjectFlag(values, 'frontend-options')
@@ -69,7 +74,7 @@ async function main (argv) {
   const doc = { tool: 'chopper-experiments', version: 1, command: `node bench/experiments/run.js ${argv.join(' ')}`, npmCommand: command, startedAt: new Date().toISOString(), environment: environment(), scenarios: [] }
   const t0 = Date.now()
   for (const s of scenarios) {
-    doc.scenarios.push(await runScenario(s, { contenders, timeScale, onProgress: (line) => console.error(line) }))
+    doc.scenarios.push(await runScenario(s, { contenders, timeScale, rateScale, onProgress: (line) => console.error(line) }))
   }
   doc.wallS = Math.round((Date.now() - t0) / 1000)
   doc.headline = headline(doc)

@@ -141,6 +141,35 @@ function warmupWorkload (workload, seconds, rateShare) {
 }
 
 /**
+ * A scenario at `rateScale` times its request rates on servers `rateScale`
+ * times slower: every phase's rate, the preload's rate and the offered load
+ * scale by it, and the capacity model's service times, the rising-rate SLO
+ * (`sloMs`) and the per-request timeout by its inverse. Utilisation, the
+ * queueing and the balancing periods per phase stay as they are; latencies
+ * come out 1 / rateScale times longer, and the machine does rateScale times
+ * the work. For a machine too slow to run the scenarios at full rate (the
+ * report names the scale, and compares contenders within one run only).
+ * @param {{ experiment, workload }} scenario validated
+ * @param {number} rateScale > 0 and <= 1
+ * @returns {{ experiment, workload }}
+ */
+function scaleRate ({ experiment, workload }, rateScale) {
+  if (!(typeof rateScale === 'number' && rateScale > 0 && rateScale <= 1)) throw new InvalidArgumentError(`invalid rateScale: expected a number > 0 and <= 1, got ${JSON.stringify(rateScale)}`)
+  if (rateScale === 1) return { experiment, workload }
+  const c = experiment.capacity
+  return {
+    experiment: {
+      ...experiment,
+      capacity: resolveCapacityOptions({ ...c, computeMsPerMillionOps: c.computeMsPerMillionOps / rateScale, kvHitMs: c.kvHitMs / rateScale, kvStoreMs: c.kvStoreMs / rateScale }),
+      sloMs: experiment.sloMs / rateScale,
+      timeoutMs: Math.round(experiment.timeoutMs / rateScale),
+      preloadRate: experiment.preloadRate * rateScale
+    },
+    workload: validateSpec({ ...workload, phases: workload.phases.map((p) => ({ ...p, rate: p.rate * rateScale })) })
+  }
+}
+
+/**
  * The modelled aggregate capacity (req/s) of a scenario's app servers for its
  * first phase's request mix (null outside model mode). Compute: from n in the
  * path. KV: with every GET a cache hit, so an upper bound (misses cost more).
@@ -168,4 +197,4 @@ function modelledCapacity (experiment, workload) {
 
 const round3 = (x) => Math.round(x * 1000) / 1000
 
-module.exports = { modelledCapacity, EXPERIMENT_DEFAULTS, SCENARIO_DIR, validateScenario, loadScenario, scenarioNames, scaleWorkload, preloadWorkload, warmupWorkload, WARMUP_KEYS }
+module.exports = { modelledCapacity, EXPERIMENT_DEFAULTS, SCENARIO_DIR, validateScenario, loadScenario, scenarioNames, scaleWorkload, scaleRate, preloadWorkload, warmupWorkload, WARMUP_KEYS }

@@ -6,7 +6,7 @@ const path = require('node:path')
 const YAML = require('yaml')
 const { main } = require('../../bench/experiments/run')
 const { runScenario } = require('../../bench/experiments/harness')
-const { validateScenario, loadScenario, scenarioNames, warmupWorkload, WARMUP_KEYS } = require('../../bench/experiments/scenario')
+const { validateScenario, loadScenario, scenarioNames, warmupWorkload, WARMUP_KEYS, scaleRate, modelledCapacity } = require('../../bench/experiments/scenario')
 const { CONTENDER_NAMES } = require('../../bench/experiments/contenders')
 const { affinityOf, recoveryPeriods, controllerRecoveryPeriods, errorsOf } = require('../../bench/experiments/metrics')
 const { headline, renderReport } = require('../../bench/experiments/report')
@@ -161,6 +161,34 @@ describe('experiments harness', () => {
       expect(c.throughput.scheduled).toBe(180)
       expectContenderFields(c, { kv: true, controller: c.name === 'chopper' })
     }
+  })
+
+  test('--rate-scale: rates times X, modelled service times over X, so the servers are as busy at X times the load', async () => {
+    const scenario = validateScenario(tiny, 'tiny')
+    const r = await runScenario(scenario, { contenders: ['chopper'], rateScale: 0.5 })
+    expect(r.rateScale).toBe(0.5)
+    expect(r.workload.phases.map((p) => p.rate)).toEqual([75, 125])
+    expect(r.experiment.capacity.computeMsPerMillionOps).toBe(8)
+    expect(r.experiment.sloMs).toBe(400)
+    expect(r.modelledCapacity).toEqual(expect.objectContaining({ perServer: 125, total: 250 })) // the same utilisation
+    const [c] = r.contenders
+    expectContenderFields(c, { kv: false, controller: true })
+    expect(c.throughput.scheduled).toBe(200) // 75 + 125 requests
+    // each request kept its modelled server busy 8 ms (n = 1000), not 4: p50 at least that
+    expect(c.latencyMs.p50).toBeGreaterThanOrEqual(8)
+    const html = renderReport({ tool: 'chopper-experiments', environment: { cpus: 2, node: process.version }, scenarios: [r], headline: [] })
+    expect(html).toContain('Rate scale 0.5')
+  })
+
+  test('scaleRate is the identity at 1 and refuses scales outside (0, 1]', () => {
+    const s = loadScenario('1-kv-hot-keys')
+    expect(scaleRate(s, 1)).toEqual({ experiment: s.experiment, workload: s.workload })
+    const half = scaleRate(s, 0.5)
+    expect(half.experiment.capacity).toEqual(expect.objectContaining({ kvHitMs: 6, kvStoreMs: 10 }))
+    expect(half.experiment.preloadRate).toBe(s.experiment.preloadRate / 2)
+    expect(half.workload.phases.map((p) => p.rate)).toEqual(s.workload.phases.map((p) => p.rate / 2))
+    expect(modelledCapacity(half.experiment, half.workload).total).toBe(modelledCapacity(s.experiment, s.workload).total / 2)
+    for (const bad of [0, -1, 1.5, NaN, '0.5']) expect(() => scaleRate(s, bad)).toThrow(/invalid rateScale/)
   })
 
   test('a large key set without preload: GETs of keys nobody wrote count as misses, not errors', async () => {

@@ -12,7 +12,9 @@ describe('bench/experiments/run.js flags', () => {
     ['--frontend-options', '[1]', /--frontend-options: expected a JSON object/],
     ['--app-options', '"x"', /--app-options: expected a JSON object/],
     ['--strategy-options', 'null', /--strategy-options: expected a JSON object/],
-    ['--load-metric', 'bytes', /--load-metric: expected cost or requests/]
+    ['--load-metric', 'bytes', /--load-metric: expected cost or requests/],
+    ['--rate-scale', '2', /--rate-scale: expected a number > 0 and <= 1, got "2"/],
+    ['--rate-scale', '0', /--rate-scale: expected a number > 0 and <= 1/]
   ])('%s %s is refused with the usage line', (flag, value, message) => {
     const r = spawnSync(process.execPath, [RUN, '3-kv-100-keys', flag, value], { encoding: 'utf8', timeout: 20000 })
     expect(r.status).toBe(2)
