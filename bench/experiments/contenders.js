@@ -6,6 +6,7 @@ const { loadApp, prepareShared } = require('../../apps')
 const { startAppProcesses } = require('../lib/app-process')
 const { startDynaliteProcess } = require('../lib/dynalite-process')
 const { startHaproxy } = require('./haproxy-process')
+const { startRouterProcess } = require('./router-process')
 const { InvalidArgumentError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
 const { pollUntil } = require('../../core/poll')
@@ -83,9 +84,16 @@ async function startContender (name, experiment, { logger = silent, clusterToken
   }
 }
 
-/** Controller and front ends here; the app servers register with the controller. */
+/**
+ * Controller and front ends, each in a process of its own (`routers:
+ * 'separate'`, as deployed: the controller's rounds do not stall the front
+ * ends' event loop) or all in this one (`'shared'`); the app servers register
+ * with the controller. Returns `controller.status()` (a promise either way).
+ */
 async function startChopperSide (c, experiment, ids, appOptions, closers, logger, clusterToken) {
-  const controller = createController({
+  const separate = experiment.routers === 'separate'
+  const logLevel = process.env.CHOPPER_EXPERIMENT_LOG || undefined
+  const controllerOptions = {
     host: '127.0.0.1',
     port: 0,
     strategy: c.strategy,
@@ -93,15 +101,23 @@ async function startChopperSide (c, experiment, ids, appOptions, closers, logger
     periodMs: experiment.periodMs,
     loadMetric: experiment.loadMetric,
     startupFenceMs: 0, // a fresh cluster: no predecessor's leases to wait out
-    clusterToken,
-    logger
-  })
-  const { url: controllerUrl } = await controller.start()
-  closers.push(() => controller.close())
+    clusterToken
+  }
+  let controller
+  if (separate) {
+    controller = await startRouterProcess('controller', controllerOptions, { logLevel })
+    closers.push(() => controller.close())
+  } else {
+    const local = createController({ ...controllerOptions, logger })
+    const { url } = await local.start()
+    closers.push(() => local.close())
+    controller = { url, status: async () => local.status() }
+  }
+  const controllerUrl = controller.url
   const servers = await startServers(experiment, ids, { appOptions, controllerUrl, clusterToken }, closers)
   const frontends = []
   for (let i = 0; i < experiment.frontends; i++) {
-    const fe = createFrontend({
+    const options = {
       id: `fe-${i + 1}`,
       host: '127.0.0.1',
       advertiseHost: '127.0.0.1',
@@ -110,21 +126,28 @@ async function startChopperSide (c, experiment, ids, appOptions, closers, logger
       connections: experiment.connections,
       upstreamTimeoutMs: experiment.timeoutMs + 5000,
       clusterToken,
-      logger,
       ...experiment.frontendOptions // --frontend-options (run.js), e.g. {"dataServer":"node","upstreamClient":"undici"}
-    })
-    const urls = await fe.start()
-    closers.push(() => fe.close())
-    frontends.push({ id: fe.id, ...urls, frontend: fe })
+    }
+    if (separate) {
+      const fe = await startRouterProcess('frontend', options, { logLevel })
+      closers.push(() => fe.close())
+      frontends.push({ url: fe.url, pid: fe.pid, generation: async () => (await fe.status()).generation })
+    } else {
+      const fe = createFrontend({ ...options, logger })
+      const urls = await fe.start()
+      closers.push(() => fe.close())
+      frontends.push({ url: urls.url, generation: async () => fe.table.generation })
+    }
   }
   // Settled: every server registered and holding the current map, no handoff, every front end routing with it.
-  await pollUntil(() => {
-    const a = controller.assignment
-    const s = controller.status()
-    return Boolean(a && ids.every((id) => s.servers[id] && s.servers[id].generation === a.generation) &&
-      !s.handoff.inProgress && frontends.every((f) => f.frontend.table.generation === a.generation))
+  await pollUntil(async () => {
+    const s = await controller.status()
+    if (!s.generation || s.handoff.inProgress || !ids.every((id) => s.servers[id] && s.servers[id].generation === s.generation)) return false
+    for (const f of frontends) if ((await f.generation()) !== s.generation) return false
+    return true
   }, { timeoutMs: 30000, intervalMs: 20, what: 'every component to hold the current assignment' })
-  return { target: frontends.map((f) => f.url), servers, controller, haproxy: null }
+  const routerPids = separate ? [controller.pid, ...frontends.map((f) => f.pid)] : []
+  return { target: frontends.map((f) => f.url), servers, controller: { status: controller.status }, routerPids, haproxy: null }
 }
 
 /** App servers without a controller (no ownership checks) behind a generated HAProxy. */

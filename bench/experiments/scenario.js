@@ -21,6 +21,7 @@ const EXPERIMENT_DEFAULTS = Object.freeze({
   kind: 'phases', // 'phases': a fixed rate per phase; 'rising': the rate climbs to find each contender's maximum sustained throughput
   servers: 3,
   frontends: 2, // the issue: measure with 2 front ends (uncoordinated replica choices), as the paper did
+  routers: 'shared', // Chopper's controller and front ends in the system-under-test process; 'separate': each in a process of its own, as deployed (README: on two cores it did not help)
   periodMs: 500, // the controller's balancing period; the paper ran 5 s periods with 120 s phases (24 a phase), the scenarios 0.5 s with 8-10 s phases (16-20)
   strategyOptions: Object.freeze({}), // the chopper contender's strategy options (docs/algorithm.md); {} = the paper's
   loadMetric: 'cost', // what the Chopper contenders' controller balances: 'cost' (the default) or 'requests'
@@ -69,6 +70,7 @@ function validateScenario (input, name) {
   if (!e.appOptions || typeof e.appOptions !== 'object') fail('appOptions', 'an object')
   if (!e.strategyOptions || typeof e.strategyOptions !== 'object') fail('strategyOptions', 'an object')
   if (!['cost', 'requests'].includes(e.loadMetric)) fail('loadMetric', "'cost' or 'requests'")
+  if (!['separate', 'shared'].includes(e.routers)) fail('routers', "'separate' or 'shared'")
   e.capacity = resolveCapacityOptions(e.capacity)
   const workload = validateSpec(input.workload)
   e.title = e.title ?? workload.name ?? name

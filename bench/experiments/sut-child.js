@@ -32,7 +32,8 @@ const handlers = {
       serverIds: sut.serverIds,
       haproxyConfig: sut.haproxy ? sut.haproxy.config : undefined,
       hasController: Boolean(sut.controller),
-      processes: { sut: process.pid, appServers: Object.fromEntries(sut.servers.map((s) => [s.id, s.pid])), ...(sut.dynamoPid ? { dynamo: sut.dynamoPid } : {}) }
+      // routers: Chopper's controller and front ends when each runs in a process of its own (children of this one)
+      processes: { sut: process.pid, appServers: Object.fromEntries(sut.servers.map((s) => [s.id, s.pid])), routers: sut.routerPids || [], ...(sut.dynamoPid ? { dynamo: sut.dynamoPid } : {}) }
     }
   },
   async cacheCounters () {
@@ -41,7 +42,9 @@ const handlers = {
   async serverStats () {
     return Promise.all(sut.servers.map((s) => s.stats()))
   },
-  rounds: () => (sut.controller ? sut.controller.status().rounds : null),
+  async rounds () {
+    return sut.controller ? (await sut.controller.status()).rounds : null
+  },
   async close () {
     closing = closing || closeSut()
     await closing

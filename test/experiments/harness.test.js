@@ -118,6 +118,8 @@ describe('experiments harness', () => {
     for (const c of s.contenders) expectContenderFields(c, { kv: false, controller: CONTROLLED.includes(c.name) })
     // Every contender got fresh processes.
     expect(new Set(s.contenders.map((c) => c.processes.sut)).size).toBe(CONTENDER_NAMES.length)
+    // routers: 'shared' (the default): Chopper's controller and front ends in the SUT process
+    for (const c of s.contenders) expect(c.processes.routers).toEqual([])
     // The load went to both Chopper front ends, or to the one HAProxy.
     for (const c of s.contenders) expect(c.targets).toHaveLength(CONTROLLED.includes(c.name) ? 2 : 1)
     // The done-when checks that apply to any scenario were computed, with a pass or fail each.
@@ -148,7 +150,7 @@ describe('experiments harness', () => {
 
   test('a kv-cache scenario reports cache hit rates and preloads its keys', async () => {
     const scenario = validateScenario({
-      experiment: { app: 'kv-cache', servers: 2, periodMs: 250, preload: true, capacity: { mode: 'model', kvHitMs: 1, kvStoreMs: 2 }, warmupSeconds: 0.5 },
+      experiment: { app: 'kv-cache', servers: 2, periodMs: 250, preload: true, capacity: { mode: 'model', kvHitMs: 1, kvStoreMs: 2 }, warmupSeconds: 0.5, routers: 'separate' },
       workload: { seed: 3, defaults: { keys: { count: 20 }, mix: { get: 0.8, set: 0.2 }, value: 32, path: '/kv?key={key}' }, phases: [{ name: 'a', duration: '1s', rate: 120 }, { name: 'b', duration: '0.5s', rate: 120, distribution: { type: 'zipf', s: 1 } }] }
     }, 'tiny-kv')
     const r = await runScenario(scenario, { contenders: ['chopper', 'haproxy-random2'] })
@@ -160,6 +162,10 @@ describe('experiments harness', () => {
       expect(c.warmup.responses).toBe(30)
       expect(c.throughput.scheduled).toBe(180)
       expectContenderFields(c, { kv: true, controller: c.name === 'chopper' })
+      // routers: 'separate': Chopper's controller and each front end in a process of its own, apart from every other
+      const routers = c.processes.routers
+      expect(routers).toHaveLength(c.name === 'chopper' ? 1 + r.experiment.frontends : 0)
+      expect(new Set([...routers, c.processes.sut, c.processes.dynamo, ...Object.values(c.processes.appServers)]).size).toBe(routers.length + 2 + c.servers.length)
     }
   })
 
@@ -224,6 +230,7 @@ describe('experiments harness', () => {
     expect(() => validateScenario({ experiment: { typo: 1 }, workload: tiny.workload })).toThrow(/experiment\.typo/)
     expect(() => validateScenario({ experiment: { warmupSeconds: -1 }, workload: tiny.workload })).toThrow(/experiment\.warmupSeconds/)
     expect(() => validateScenario({ experiment: { warmupRate: 0 }, workload: tiny.workload })).toThrow(/experiment\.warmupRate/)
+    expect(() => validateScenario({ experiment: { routers: 'threads' }, workload: tiny.workload })).toThrow(/experiment\.routers: expected 'separate' or 'shared'/)
     // the warm-up runs the first phase's path and mix at the given share of its rate, on keys no scenario uses
     for (const s of loaded) {
       const w = warmupWorkload(s.workload, 2, 0.5)
