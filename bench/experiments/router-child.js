@@ -42,10 +42,6 @@ const handlers = {
     if (!component) return null
     return role === 'controller' ? component.status() : { generation: component.table.generation }
   },
-  /** The controller's current assignment generation (null before its first map). */
-  generation () {
-    return component && component.assignment ? component.assignment.generation : null
-  },
   async close () {
     closing = closing || close()
     await closing

@@ -14,7 +14,7 @@ const CHILD = path.join(__dirname, 'router-child.js')
  * @param {object} options
  * @param {{ logLevel?: string }} [extra]
  * @returns {Promise<{ pid: number, url: string, controlUrl?: string, id?: string,
- *   status: () => Promise<object|null>, generation: () => Promise<number|null>, close: () => Promise<void> }>}
+ *   status: () => Promise<object|null>, close: () => Promise<void> }>}
  */
 async function startRouterProcess (role, options, { logLevel } = {}) {
   const child = forkChild(CHILD, { args: [role], callTimeoutMs: 30000 })
@@ -29,7 +29,6 @@ async function startRouterProcess (role, options, { logLevel } = {}) {
     ...ready,
     pid: child.pid,
     status: () => child.call('status', {}, 10000),
-    generation: () => child.call('generation', {}, 10000),
     close: async () => { await child.shutdown(15000) }
   }
 }
