@@ -18,13 +18,7 @@ const CHILD = path.join(__dirname, 'router-child.js')
  */
 async function startRouterProcess (role, options, { logLevel } = {}) {
   const child = forkChild(CHILD, { args: [role], callTimeoutMs: 30000 })
-  let ready
-  try {
-    ready = await child.call('start', { options, logLevel })
-  } catch (err) {
-    await child.close(1000)
-    throw err
-  }
+  const ready = await child.start({ options, logLevel })
   return {
     ...ready,
     pid: child.pid,

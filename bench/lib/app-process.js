@@ -25,13 +25,7 @@ function forkAppProcess (app) {
      *   appOptions must survive IPC (plain data: no registry, no logger)
      */
     async start (config) {
-      let ready
-      try {
-        ready = await child.call('start', { config })
-      } catch (err) {
-        await child.close(1000)
-        throw err
-      }
+      const ready = await child.start({ config })
       return {
         ...ready,
         pid: child.pid,

@@ -52,6 +52,16 @@ function forkChild (script, { args = [], execArgv = [], callTimeoutMs = 30000 } 
     })
   }
 
+  /** `call('start', payload)`; a child that fails to start is ended before the error is rethrown. */
+  async function start (payload) {
+    try {
+      return await call('start', payload)
+    } catch (err) {
+      await close(1000)
+      throw err
+    }
+  }
+
   async function close (killAfterMs = 5000) {
     if (exitInfo) return exitInfo
     child.kill('SIGTERM')
@@ -76,7 +86,7 @@ function forkChild (script, { args = [], execArgv = [], callTimeoutMs = 30000 } 
     await close(killAfterMs)
   }
 
-  return { pid: child.pid, call, close, shutdown, exited }
+  return { pid: child.pid, call, start, close, shutdown, exited }
 }
 
 /** SIGKILL every child still running (for exit and signal handlers). */

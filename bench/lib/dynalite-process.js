@@ -15,13 +15,7 @@ const CHILD = path.join(__dirname, 'dynalite-child.js')
  */
 async function startDynaliteProcess () {
   const child = forkChild(CHILD, { callTimeoutMs: 30000 })
-  let ready
-  try {
-    ready = await child.call('start')
-  } catch (err) {
-    await child.close(1000)
-    throw err
-  }
+  const ready = await child.start()
   return {
     endpoint: ready.endpoint,
     pid: child.pid,
