@@ -2,15 +2,7 @@
 
 const { startAppProcesses } = require('../../bench/lib/app-process')
 const { call } = require('../helpers/http')
-
-const alive = (pid) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
+const { alive } = require('../helpers/process')
 
 describe('app servers in processes of their own (bench/lib/app-process.js)', () => {
   let servers = []

@@ -1,16 +1,7 @@
 'use strict'
 
 const { startRouterProcess } = require('../../bench/experiments/router-process')
-
-/** Whether a process with this pid still exists. */
-function alive (pid) {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
+const { alive } = require('../helpers/process')
 
 describe('router processes (experiments, routers: separate)', () => {
   test('a controller and a front end each in a process of their own: the front end routes with the controller\'s map, and close ends both', async () => {

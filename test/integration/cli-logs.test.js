@@ -7,6 +7,7 @@ const path = require('node:path')
 const { Writable } = require('node:stream')
 const { pollUntil } = require('../../core/poll')
 const { createCliLogger } = require('../../cli/logger')
+const { alive } = require('../helpers/process')
 
 const ROOT = path.join(__dirname, '../..')
 const ARGS = ['--port', '0', '--servers', '1', '--frontends', '1', '--period', '200']
@@ -58,15 +59,6 @@ afterEach(async () => {
 
 function shellQuote (s) {
   return `'${String(s).replace(/'/g, "'\\''")}'`
-}
-
-function alive (pid) {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }
 
 function refused (url) {
