@@ -4,8 +4,9 @@ const { treeCpuMs } = require('../proxies/cpu')
 
 /**
  * What a contender's measured run cost in CPU, per request, split by part:
- * the router (Chopper's front ends and controller in the system-under-test
- * process; for HAProxy, HAProxy and the idle process that started it), the
+ * the router (Chopper's front ends and controller: the system-under-test
+ * process, with their own processes under it when `routers: separate`; for
+ * HAProxy, HAProxy and the idle process that started it), the
  * app servers (each with what it spawned, such as its Redis), kv-cache's
  * shared DynamoDB process, and the load generator (this process).
  *
