@@ -9,6 +9,8 @@ const { signRequest } = require('../../core/cluster-auth')
 /** The internal route every replica serves on its data port (routes.js). */
 const FENCE_PATH = '/kv/_fence'
 const PHASES = Object.freeze(['hold', 'release', 'abort'])
+/** A replica's read of a key a write holds, asked of that write's writer (ask). */
+const READ_PHASE = 'read'
 const RETRY_MS = 25 // between attempts at one replica, after a network error or a 5xx
 const WATCH_MS = 25 // how often an attempt still waiting for its answer asks whether its replica was dropped
 const never = () => false
@@ -158,9 +160,68 @@ class FenceClient {
     }
   }
 
+  /**
+   * A replica's read of `key` while a write of `target` (the writer) holds it
+   * here (docs/replication.md, kv-cache: held reads): one attempt, answered by
+   * the writer's own read of the key. `have`: the version this replica has
+   * cached; the writer then answers 204 when that is still its value.
+   *
+   * Outcomes: `current` (the writer's value is version `have`), `value` (its
+   * value: `item`), `none` (no value), `gone` (the writer refused the
+   * connection or does not admit the key's slice: it serves nothing of it
+   * from a cache, so a DynamoDB read is safe), `unsure` (anything else: no
+   * answer in time, a 5xx, or 409 when the writer is itself held by another
+   * write; `reason` says which).
+   * @param {{ id: string, url: string }} target
+   * @param {{ key: string, generation: number, fenceId: string, have?: bigint, timeoutMs: number }} what
+   * @returns {Promise<{ outcome: 'current'|'value'|'none'|'gone'|'unsure', item?: object, reason?: string }>}
+   */
+  async ask (target, { key, generation, fenceId, have, timeoutMs }) {
+    const outcome = await this.#ask(target, { key, generation, fenceId, have, timeoutMs })
+    if (this.metrics && this.metrics.writerAsks) this.metrics.writerAsks.inc({ outcome: outcome.outcome })
+    return outcome
+  }
+
+  async #ask (target, { key, generation, fenceId, have, timeoutMs }) {
+    const headers = {
+      'x-chopper-generation': String(generation),
+      'x-kv-fence': READ_PHASE,
+      'x-kv-fence-id': fenceId,
+      'x-kv-fence-from': this.serverId
+    }
+    if (have !== undefined) headers['x-kv-version'] = have.toString()
+    try {
+      const url = new URL(target.url + `${FENCE_PATH}?key=${encodeURIComponent(key)}`)
+      const signed = this.#token === undefined
+        ? headers
+        : { ...headers, ...signRequest({ token: this.#token, method: 'POST', path: url.pathname + url.search, context: fenceContext({ to: target.id, phase: READ_PHASE, fenceId, from: this.serverId, generation, version: headers['x-kv-version'] }) }) }
+      const res = await request(url, {
+        method: 'POST',
+        headers: signed,
+        dispatcher: this.agent,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        signal: AbortSignal.timeout(timeoutMs)
+      })
+      const body = Buffer.from(await res.body.arrayBuffer())
+      const ver = res.headers['x-kv-version']
+      if (res.statusCode === 204 && have !== undefined && ver === have.toString()) return { outcome: 'current' }
+      if (res.statusCode === 200 && typeof ver === 'string' && /^\d{1,32}$/.test(ver)) {
+        return { outcome: 'value', item: { value: body, contentType: res.headers['content-type'] || 'application/octet-stream', ver: BigInt(ver) } }
+      }
+      if (res.statusCode === 404) return { outcome: 'none' }
+      if (res.statusCode === 421) return { outcome: 'gone' }
+      return { outcome: 'unsure', reason: `HTTP ${res.statusCode} ${body.toString('utf8', 0, 200)}` }
+    } catch (err) {
+      // Refused: nothing listens there, so nothing serves the key from that writer's cache.
+      if (err.code === 'ECONNREFUSED') return { outcome: 'gone' }
+      return { outcome: 'unsure', reason: err.code || err.message }
+    }
+  }
+
   async close () {
     await this.agent.close()
   }
 }
 
-module.exports = { FenceClient, FENCE_PATH, PHASES, fenceContext }
+module.exports = { FenceClient, FENCE_PATH, PHASES, READ_PHASE, fenceContext }

@@ -84,6 +84,18 @@ class KeyHolds {
     return this.keys.has(key)
   }
 
+  /**
+   * The `meta` of the newest hold on `key` (the last one added), or
+   * undefined when nothing holds it.
+   */
+  newest (key) {
+    const ids = this.keys.get(key)
+    if (!ids) return undefined
+    let last
+    for (const h of ids.values()) last = h
+    return last.meta
+  }
+
   /** Whether a write other than `id` holds `key` now. */
   heldExcept (key, id) {
     const ids = this.keys.get(key)

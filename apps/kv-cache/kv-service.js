@@ -7,7 +7,7 @@ const { WriteBatches, queueAnswered } = require('./write-batches')
 const { ReadBatches } = require('./read-batches')
 const { KeyHolds } = require('./key-holds')
 const { OwnershipEpochs } = require('./ownership-epochs')
-const { FencedWriteError, InvalidArgumentError, ReplicaUnavailableError, StoreUnavailableError, WriteIndeterminateError } = require('../../core/errors')
+const { FencedWriteError, InvalidArgumentError, KeyHeldError, ReplicaUnavailableError, StoreUnavailableError, WriteIndeterminateError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
 
 /**
@@ -18,6 +18,8 @@ const { silent } = require('../../core/logger')
  */
 const FENCE_TYPE = ''
 const EMPTY = Buffer.alloc(0)
+/** How a replica answers a read of a key a write holds (the `heldReads` option). */
+const HELD_READS = Object.freeze(['ask', 'wait'])
 
 /**
  * The look-aside cache logic of paper 6.1, independent of HTTP:
@@ -34,13 +36,32 @@ const EMPTY = Buffer.alloc(0)
  * newer entry.
  *
  * Replicated slices (docs/replication.md): every replica serves reads; the
- * primary writes, and first *holds* the key on every replica (itself
- * included): a held key is never answered from a cache nor filled into one,
- * so every read of it is a strongly consistent DynamoDB read. Only then does
- * it write DynamoDB; then it lifts the holds with the new version, which each
- * replica first writes as a fence entry. A value is therefore never served
- * from any cache once some read could have seen a newer one (linearizable),
- * and fills that read before the write can never land afterwards.
+ * primary writes, and first *holds* the key on every other replica: a held
+ * key is never answered from that replica's cache on its own word nor filled
+ * into it. Only then does it write DynamoDB and its own cache; then it lifts
+ * the holds with the new version and value, which each replica caches first.
+ *
+ * How a replica answers a read of a held key (`heldReads`):
+ * - `ask` (the default): it asks the writer (fence-client.js `ask`), which
+ *   answers from its own read of the key: 204 when the replica's cached
+ *   version is the writer's, else the writer's value. The writer does not
+ *   hold itself: until its DynamoDB write returned and its cache has the new
+ *   value it serves the old one, and that moment is where the write takes
+ *   effect. Nothing else may read the written value from DynamoDB before it:
+ *   every other replica is held and asks the writer, a replica's fill that a
+ *   hold overtook is not served (it asks too), and the writer's own fills
+ *   queue behind its write. Only a writer that is gone (it refused the
+ *   connection, does not admit the slice, or a newer map dropped it: it
+ *   serves nothing of the key) lets a replica read DynamoDB. A write whose
+ *   outcome is unknown holds the writer itself until the lapse, so it and
+ *   whoever asks it read DynamoDB meanwhile.
+ * - `wait`: the replica drops its entry when held, waits up to
+ *   `heldReadWaitMs` for the release and then reads DynamoDB (strongly
+ *   consistent, linearizable by itself); the writer holds itself too.
+ *
+ * Either way a value is never served from any cache once some read could
+ * have seen a newer one (linearizable), and fills that read before the write
+ * can never land afterwards.
  */
 class KvService {
   /**
@@ -60,10 +81,18 @@ class KvService {
    *   whether a write admitted under `generation` may stop holding and fencing replica `id`:
    *   a newer map settled the key's slice without it (newest-map.js). Default: never
    */
-  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, heldReadWaitMs = 100, batchWrites = true, pipelineReleases = true, serverId = 'kv', replicaDropped = () => false, logger = silent }) {
+  /**
+   * @param {'ask'|'wait'} [options.heldReads] how a read of a key another server's write holds is answered (above)
+   * @param {number} [options.heldReadTimeoutMs] heldReads ask: how long a read keeps asking a writer that does
+   *   not answer (it waits up to heldReadWaitMs for the release between attempts), then fails with 503
+   */
+  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, heldReadWaitMs = 100, heldReads = 'ask', heldReadTimeoutMs = 3000, batchWrites = true, pipelineReleases = true, serverId = 'kv', replicaDropped = () => false, logger = silent }) {
+    if (!HELD_READS.includes(heldReads)) throw new InvalidArgumentError(`invalid heldReads: expected one of ${HELD_READS.join(', ')}, got ${JSON.stringify(heldReads)}`)
     this.store = store
     this.replicaDropped = replicaDropped
-    this.heldReadWaitMs = heldReadWaitMs // a read of a held key waits this long for the write, then reads DynamoDB
+    this.heldReadWaitMs = heldReadWaitMs // wait: a read of a held key waits this long for the write, then reads DynamoDB
+    this.heldReads = heldReads
+    this.heldReadTimeoutMs = heldReadTimeoutMs
     this.cache = cache
     this.metrics = metrics
     this.fencer = fencer
@@ -72,6 +101,7 @@ class KvService {
     this.queue = new KeyQueue()
     this.batches = new WriteBatches(this.queue, () => this.metrics.batchedWrites.inc())
     this.heldStoreReads = new ReadBatches() // held keys' store reads, shared only by reads that arrived before them
+    this.writerAsks = new ReadBatches() // held keys' reads asked of their writer, shared likewise
     this.batchWrites = batchWrites
     this.pipelineReleases = pipelineReleases
     this.releases = new Set() // releases still going on after their writes were answered
@@ -80,7 +110,8 @@ class KvService {
       // What a release of an older write cached while this hold stood may be
       // older than DynamoDB now (this write's outcome is unknown): dropped
       // before the key is served from the cache again.
-      onLapse: async (key, id, sliceKey) => {
+      onLapse: async (key, id, meta) => {
+        const sliceKey = meta ? meta.sliceKey : undefined
         this.metrics.holdsLapsed.inc()
         this.logger.warn({ key, fenceId: id }, 'a write hold lapsed without being lifted: the key is cached again from DynamoDB')
         try {
@@ -105,9 +136,10 @@ class KvService {
    * @returns {Promise<{ value: Buffer, contentType: string, ver: bigint, cached: boolean } | null>}
    */
   async get (key, sliceKey) {
-    // A write holds the key for a few ms (its DynamoDB write and the release
-    // round trip): wait for it rather than miss. After the release the cache
-    // has the written value, so the read is a hit ordered after the write.
+    if (this.holds.held(key) && this.heldReads === 'ask') return this.#askedRead(key, sliceKey)
+    // wait: a write holds the key for a few ms (its DynamoDB write and the
+    // release round trip): wait for it rather than miss. After the release the
+    // cache has the written value, so the read is a hit ordered after the write.
     if (this.holds.held(key)) {
       if (!(await this.holds.waitLifted(key, this.heldReadWaitMs))) {
         this.metrics.heldReads.inc({ outcome: 'store' })
@@ -122,7 +154,7 @@ class KvService {
       this.#cacheFailed('get', err)
     }
     // A hold that arrived while the cache answered: the entry may be older than the write.
-    if (this.holds.held(key)) return this.#heldRead(key)
+    if (this.holds.held(key)) return this.heldReads === 'ask' ? this.#askedRead(key, sliceKey) : this.#heldRead(key)
     if (entry && entry.contentType === FENCE_TYPE) {
       entry = null // a fence: nothing cached, but it refuses fills older than the write it fences
     } else if (entry) {
@@ -135,8 +167,77 @@ class KvService {
     this.metrics.misses.inc()
     const shared = this.queue.readJoins(key)
     if (shared) this.metrics.sharedReads.inc({ with: 'fill' })
-    const item = await this.queue.read(key, () => this.#fill(key, sliceKey, entry !== null))
+    const { item, poisoned } = await this.queue.read(key, () => this.#fill(key, sliceKey, entry !== null))
+    // ask: a hold overtook the fill, whose DynamoDB read may have seen the
+    // write before its writer serves it; the writer decides.
+    if (poisoned && this.heldReads === 'ask') return this.#askedRead(key, sliceKey)
     return item && { value: item.value, contentType: item.contentType, ver: item.ver, cached: false, shared }
+  }
+
+  /**
+   * heldReads ask: a read of a key another server's write holds here is
+   * answered by that writer (the newest hold's), which vouches for our cached
+   * version or sends its value. Reads share an ask issued after they arrived
+   * (read-batches.js). A writer that is gone lets us read DynamoDB; one that
+   * does not answer is asked again after waiting up to heldReadWaitMs for the
+   * release, until heldReadTimeoutMs (then 503). A hold of this server's own
+   * (a write whose outcome is unknown) reads DynamoDB.
+   */
+  async #askedRead (key, sliceKey) {
+    const deadline = performance.now() + this.heldReadTimeoutMs
+    for (;;) {
+      if (!this.holds.held(key)) return this.get(key, sliceKey) // lifted meanwhile: as usual
+      const hold = this.holds.newest(key) || { from: null } // (a hold placed without its writer counts as our own)
+      if (hold.from === null) {
+        this.metrics.heldReads.inc({ outcome: 'store' })
+        return this.#heldRead(key)
+      }
+      const left = deadline - performance.now()
+      const { item: r } = await this.writerAsks.read(key, () => this.#askWriter(key, sliceKey, hold, Math.max(1, Math.round(left))))
+      if (r.outcome === 'current' || r.outcome === 'value' || r.outcome === 'none') {
+        this.metrics.heldReads.inc({ outcome: 'writer' })
+        if (r.outcome === 'current') this.metrics.hits.inc()
+        const item = r.item
+        return item ? { value: item.value, contentType: item.contentType, ver: item.ver, cached: r.outcome === 'current', shared: r.outcome === 'value' } : null
+      }
+      if (r.outcome === 'gone') {
+        this.metrics.heldReads.inc({ outcome: 'store' })
+        return this.#heldRead(key)
+      }
+      const wait = deadline - performance.now()
+      if (wait <= 0) {
+        this.logger.warn({ key, writer: hold.from, reason: r.reason }, 'a read of a held key could not be answered: its writer did not answer')
+        throw new StoreUnavailableError(`key ${JSON.stringify(key)} is held by a write of server ${hold.from}, which did not answer (${r.reason}); retry the request`)
+      }
+      await this.holds.waitLifted(key, Math.min(this.heldReadWaitMs, wait))
+    }
+  }
+
+  /** One ask of `hold`'s writer for `key`, with the version cached here. */
+  async #askWriter (key, sliceKey, hold, timeoutMs) {
+    if (this.replicaDropped(hold.from, sliceKey, hold.generation)) return { outcome: 'gone' }
+    const url = hold.url
+    if (!url) return { outcome: 'unsure', reason: `no URL known for server ${hold.from}` }
+    let have = null
+    try {
+      const entry = await this.cache.get(key, sliceKey)
+      if (entry && entry.contentType !== FENCE_TYPE && this.epochs.trusts(entry.tag, sliceKey)) have = entry
+    } catch (err) {
+      this.#cacheFailed('get', err)
+    }
+    const r = await this.fencer.ask({ id: hold.from, url }, { key, generation: hold.generation, fenceId: hold.fenceId, have: have === null ? undefined : have.ver, timeoutMs })
+    return r.outcome === 'current' ? { outcome: 'current', item: have } : r
+  }
+
+  /**
+   * The writer's side of an ask (heldReads ask): its own read of `key`. A
+   * server that another server's write holds refuses (KeyHeldError, 409):
+   * answering would mean asking in turn, and two writers could ask each other.
+   */
+  async answerAsk (key, sliceKey) {
+    const hold = this.holds.newest(key)
+    if (hold && hold.from !== null) throw new KeyHeldError(`key ${JSON.stringify(key)} is held here by a write of server ${hold.from}; ask again after its release`)
+    return this.get(key, sliceKey)
   }
 
   /**
@@ -167,8 +268,10 @@ class KvService {
       fills.delete(fill)
       if (fills.size === 0 && this.fills.get(key) === fills) this.fills.delete(key)
     }
-    if (fill.poisoned || this.holds.held(key)) return item
-    if (!this.cache.healthy) return item // degraded: the fill would only fail
+    if (fill.poisoned) return { item, poisoned: true }
+    const done = { item, poisoned: false }
+    if (this.holds.held(key)) return done
+    if (!this.cache.healthy) return done // degraded: the fill would only fail
     try {
       // KeyQueue runs this after every earlier write of this server to the key,
       // and DynamoDB versions only grow, so the item is never older than an
@@ -181,7 +284,7 @@ class KvService {
       // A failed fill leaves nothing newer than DynamoDB behind: no need to distrust.
       this.#cacheFailed('fill', err)
     }
-    return item
+    return done
   }
 
   /**
@@ -292,7 +395,9 @@ class KvService {
     const fenceId = this.fenceIds + (this.fenceSeq++).toString(36)
     const what = { key, generation, fenceId, dropped: (target) => this.replicaDropped(target.id, sliceKey, generation) }
     const t0 = performance.now()
-    await this.hold(key, sliceKey, fenceId)
+    const ask = this.heldReads === 'ask'
+    // ask: the writer serves the old value until its write took effect here (class comment)
+    if (!ask) await this.hold(key, sliceKey, fenceId)
     const held = await this.fencer.send('hold', replicas, what)
     const abort = async () => {
       if (held.ok.length > 0) {
@@ -314,7 +419,9 @@ class KvService {
       ver = await fn()
     } catch (err) {
       if (err instanceof FencedWriteError) await abort() // certainly not applied
-      // Otherwise the write may still land: every hold stays until it lapses.
+      // Otherwise the write may still land: every hold stays until it lapses,
+      // and (ask) this server holds itself: its cache is not served meanwhile.
+      else if (ask) await this.hold(key, sliceKey, fenceId)
       throw err
     }
     // DynamoDB and our cache hold the value: our own reads may serve it now.
@@ -349,14 +456,20 @@ class KvService {
 
   /**
    * Replica side, first phase (and the primary's own): hold `key` for write
-   * `fenceId`. From now on this server neither serves nor fills `key` from
-   * its cache; its cached entry is dropped (so nothing old survives a lapse).
+   * `fenceId` of server `from` (null: this server's own write). From now on
+   * this server neither serves `key` from its cache on its own word nor fills
+   * it. A replica that asks the writer (heldReads ask) keeps its cached entry,
+   * for the writer to vouch for; otherwise the entry is dropped.
+   * @param {{ from?: string|null, url?: string, generation?: number }} [writer] the writing server, its data URL
+   *   (where a held read asks it) and the generation its write was admitted under
    */
-  async hold (key, sliceKey, fenceId) {
-    this.holds.add(key, fenceId, sliceKey)
+  async hold (key, sliceKey, fenceId, { from = null, url, generation = 0 } = {}) {
+    this.holds.add(key, fenceId, { sliceKey, from, url, generation, fenceId })
     const fills = this.fills.get(key)
     if (fills) for (const f of fills) f.poisoned = true
     this.queue.cut(key) // later reads must not share a DynamoDB read that began before the hold
+    // A lapse drops the entry (onLapse) before anything is served from it again.
+    if (this.heldReads === 'ask' && from !== null) return
     try {
       await this.cache.del(key, sliceKey)
     } catch (err) {
@@ -482,4 +595,4 @@ class KvService {
   }
 }
 
-module.exports = { KvService, FENCE_TYPE }
+module.exports = { KvService, FENCE_TYPE, HELD_READS }

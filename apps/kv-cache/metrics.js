@@ -21,7 +21,7 @@ function createMetrics (registry) {
     }),
     heldReads: new Counter({
       name: 'chopper_kv_held_reads_total',
-      help: 'GETs that arrived while a write held their key (key-holds.js), by how they were answered: lifted (waited until no write held it, then served as usual), store (still held after heldReadWaitMs: read from DynamoDB, a miss)',
+      help: 'GETs that arrived while a write held their key (key-holds.js), by how they were answered: writer (heldReads ask: the write\'s writer answered, from its own read of the key), store (read from DynamoDB, a miss: the writer is gone or is this server, or with heldReads wait still held after heldReadWaitMs), lifted (heldReads wait: waited until no write held it, then served as usual)',
       labelNames: ['outcome'],
       registers
     }),
@@ -53,9 +53,15 @@ function createMetrics (registry) {
       labelNames: ['phase', 'outcome'],
       registers
     }),
+    writerAsks: new Counter({
+      name: 'chopper_kv_writer_asks_total',
+      help: 'Reads of a held key this replica asked of the writer holding it (heldReads ask), by outcome: current (our cached version is the writer\'s), value (the writer sent its value), none (the key has no value), gone (the writer refused the connection or does not admit the slice: read from DynamoDB), unsure (no answer in time, a 5xx, or the writer itself held: asked again after waiting for the hold)',
+      labelNames: ['outcome'],
+      registers
+    }),
     fencesReceived: new Counter({
       name: 'chopper_kv_fences_received_total',
-      help: 'Write holds and fences this replica applied, by phase (hold | release | abort)',
+      help: 'Write holds and fences this replica applied, by phase (hold | release | abort), and reads it answered for replicas a write of its holds (read)',
       labelNames: ['phase'],
       registers
     }),

@@ -5,6 +5,7 @@ const { InvalidArgumentError } = require('../../core/errors')
 const { ENV } = require('../../core/settings')
 const { silent } = require('../../core/logger')
 const { validateToken } = require('../../core/cluster-auth')
+const { HELD_READS } = require('./kv-service')
 
 const fromEnv = (key) => Object.values(ENV.kvCache).find((s) => s.key === key).default
 
@@ -44,6 +45,10 @@ const defaults = Object.freeze({
   // next write starts meanwhile (its hold may overtake them: kv-service.js),
   // false: it waits for them.
   pipelineReleases: true,
+  // A replica's read of a key a write holds: 'ask' the writer, which vouches
+  // for the replica's cached version or sends its value (no waiting for the
+  // write); 'wait' for the release, then read DynamoDB (kv-service.js).
+  heldReads: 'ask',
   // The shared cluster secret (docs/security.md): fence requests between
   // replicas are signed with it, and the fence route takes signed ones only.
   // undefined: fences are not authenticated (see the README's known limits).
@@ -83,6 +88,7 @@ function resolveOptions (options = {}) {
   if (o.holdLapseMs <= o.fenceTimeoutMs + 4 * o.dynamoTimeoutMs) fail('holdLapseMs', `more than fenceTimeoutMs + 4 × dynamoTimeoutMs (${o.fenceTimeoutMs + 4 * o.dynamoTimeoutMs} ms), so a hold outlives any write it announces`)
   if (typeof o.batchWrites !== 'boolean') fail('batchWrites', 'a boolean')
   if (typeof o.pipelineReleases !== 'boolean') fail('pipelineReleases', 'a boolean')
+  if (!HELD_READS.includes(o.heldReads)) fail('heldReads', `one of ${HELD_READS.join(', ')}`)
   if (typeof o.serverId !== 'string' || !/^[A-Za-z0-9._-]+$/.test(o.serverId)) fail('serverId', 'a non-empty string of [A-Za-z0-9._-]')
   validateToken(o.clusterToken) // its message names the option, never the value
   if (o.registry !== undefined && !(o.registry instanceof Registry)) fail('registry', 'a prom-client Registry')

@@ -8,7 +8,7 @@ const { generationOf: generationOfVersion, clockOf } = require('./version')
 
 /** A release's version may run ahead of this server's clock by at most this (clock skew between replicas). */
 const MAX_VERSION_AHEAD_MS = 5000
-const { FENCE_PATH, PHASES, fenceContext } = require('./fence-client')
+const { FENCE_PATH, PHASES, READ_PHASE, fenceContext } = require('./fence-client')
 const { RequestVerifier } = require('../../core/cluster-auth')
 const {
   InvalidArgumentError,
@@ -171,6 +171,13 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
    * authentication is only this: the headers must be complete and consistent
    * and the sender a listed replica of the slice, and anyone who can reach
    * the data port can send one (see the README).
+   *
+   * `X-KV-Fence: read` is a replica's read of K while a write of this server
+   * holds it there (heldReads ask, kv-service.js): answered with this
+   * server's own read of K, 204 when that is version `X-KV-Version` (the
+   * replica's cached one), else 200 with the value, or 404. The shard guard
+   * admits it only while this server admits K's slice for reads (not merely
+   * joining it): a 421 tells the replica this server serves nothing of it.
    */
   router.post(FENCE_PATH, (req, res, next) => {
     // A release may carry the written value (write-through to this replica's cache).
@@ -187,7 +194,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
     // reach members in any order, so the writer may have admitted its write under a
     // map this server installs a moment later: wait for it (as the shard guard holds
     // a request routed with a newer generation) before refusing.
-    if (version !== undefined && req.chopperGeneration !== undefined && gen > req.chopperGeneration) {
+    if (phase === 'release' && req.chopperGeneration !== undefined && gen > req.chopperGeneration) {
       const gone = new AbortController() // the writer stopped waiting (its fence timeout): so do we
       const onClose = () => gone.abort()
       res.once('close', onClose)
@@ -201,9 +208,22 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
     const written = phase === 'release' && req.headers['content-type'] !== undefined && Buffer.isBuffer(req.body)
       ? { value: req.body, contentType: req.headers['content-type'] }
       : undefined
-    if (phase === 'hold') await service.hold(key, slice, fenceId)
-    else await service.release(key, slice, fenceId, phase === 'release' ? version : undefined, written)
+    // No modelled work of its own (bench/lib/capacity.js): a step of someone else's request.
     res.setHeader('X-KV-Outcome', 'fence')
+    if (phase === READ_PHASE) {
+      const item = await service.answerAsk(key, slice)
+      if (!item) throw new NotFoundError(`no value for key ${JSON.stringify(key)}`)
+      res.setHeader('X-KV-Version', item.ver.toString())
+      if (version !== undefined && item.ver === version) return res.status(204).end()
+      res.status(200)
+      res.setHeader('Content-Type', item.contentType)
+      res.setHeader('Content-Length', item.value.length)
+      return res.end(item.value)
+    }
+    if (phase === 'hold') {
+      const from = req.headers['x-kv-fence-from']
+      await service.hold(key, slice, fenceId, { from, url: urlOf(from, req), generation: gen })
+    } else await service.release(key, slice, fenceId, phase === 'release' ? version : undefined, written)
     res.status(204).end()
   })
 
@@ -233,7 +253,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
   function fenceOf (req) {
     const refuse = (what) => refuseFence(req, what)
     const phase = req.headers['x-kv-fence']
-    if (!PHASES.includes(phase)) throw refuse(`X-KV-Fence must be one of ${PHASES.join(', ')}`)
+    if (!PHASES.includes(phase) && phase !== READ_PHASE) throw refuse(`X-KV-Fence must be one of ${[...PHASES, READ_PHASE].join(', ')}`)
     const gen = req.headers['x-chopper-generation']
     if (typeof gen !== 'string' || !/^\d{1,15}$/.test(gen)) throw refuse('X-Chopper-Generation (the writer\'s generation) is required')
     const fenceId = req.headers['x-kv-fence-id']
@@ -251,6 +271,11 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
       if (generationOfVersion(version) !== Number(gen)) throw refuse('X-KV-Version is not of the generation in X-Chopper-Generation')
       // Not from the future either (the generation is checked by the caller, which may wait for it).
       if (clockOf(version) > BigInt(Date.now() + MAX_VERSION_AHEAD_MS) * 1000n) throw refuse('X-KV-Version is ahead of this server\'s clock')
+    }
+    if (phase === READ_PHASE && req.headers['x-kv-version'] !== undefined) {
+      const v = req.headers['x-kv-version']
+      if (typeof v !== 'string' || !/^\d{1,32}$/.test(v)) throw refuse('X-KV-Version (the version the asking replica has cached) must be a decimal integer')
+      version = BigInt(v)
     }
     return { phase, fenceId, version }
   }

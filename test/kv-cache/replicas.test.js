@@ -77,8 +77,8 @@ describe('kv-cache with replicated slices', () => {
     for (const n of [A, B, C]) expect(await get(n, 'k1')).toMatchObject({ status: 404, outcome: 'miss' })
   })
 
-  test('once DynamoDB took the write, before it is acknowledged, no replica (nor the primary) serves the old value', async () => {
-    const { nodes: { A, B, C } } = await replicaSet()
+  test('heldReads wait: once DynamoDB took the write, before it is acknowledged, no replica (nor the primary) serves the old value', async () => {
+    const { nodes: { A, B, C } } = await replicaSet({ options: { heldReads: 'wait' } })
     await putText(kvUrl(A.url, 'k2'), 'old')
     for (const n of [A, B, C]) await get(n, 'k2')
     expect((await get(B, 'k2')).outcome).toBe('hit')
@@ -104,30 +104,70 @@ describe('kv-cache with replicated slices', () => {
     expect(await get(B, 'k2')).toEqual({ status: 200, body: 'new', outcome: 'hit' })
   })
 
-  test('a replica\'s fill that read DynamoDB before a write never lands in its cache afterwards', async () => {
-    const { nodes: { A, B } } = await replicaSet({ ids: ['A', 'B'] })
-    await putText(kvUrl(A.url, 'k3'), 'v1')
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' }) // answered before it
-    await B.kv.service.cache.del('k3', sliceKey('k3')) // the release cached v1 there: make B fill from DynamoDB
-    const read = gate()
-    const resume = gate()
-    const store = B.kv.service.store
-    const realGet = store.get.bind(store)
-    store.get = async (key) => {
-      const item = await realGet(key)
-      store.get = realGet
-      read.open()
-      await resume.p
-      return item
+  test('heldReads ask: until the writer\'s DynamoDB write returned, the writer and every replica serve the old value (the writer vouches for the replicas\' cached one); from then on the new one', async () => {
+    const { nodes: { A, B, C } } = await replicaSet()
+    await putText(kvUrl(A.url, 'k2'), 'old')
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
+    const storeGets = []
+    for (const n of [B, C]) {
+      const get0 = n.kv.service.store.get.bind(n.kv.service.store)
+      n.kv.service.store.get = (key) => { storeGets.push(key); return get0(key) }
     }
-    const slowRead = get(B, 'k3')
-    await read.p // B's fill holds v1 from DynamoDB
-    expect((await putText(kvUrl(A.url, 'k3'), 'v2')).status).toBe(204)
-    resume.open()
-    expect((await slowRead).body).toBe('v1') // concurrent with the write: either value is fine
-    // the late fill of v1 was refused: B has v2 (from the release), never v1
-    expect(await get(B, 'k3')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
+    const landed = gate()
+    const release = gate()
+    const store = A.kv.service.store
+    const realPut = store.put.bind(store)
+    store.put = async (...args) => {
+      const ver = await realPut(...args)
+      landed.open()
+      await release.p
+      return ver
+    }
+    const w = putText(kvUrl(A.url, 'k2'), 'new')
+    await landed.p
+    expect(B.kv.service.holds.held('k2')).toBe(true)
+    // DynamoDB has 'new', but nobody has served it: the write takes effect when the writer's returns
+    for (const n of [B, C, A]) expect(await get(n, 'k2')).toEqual({ status: 200, body: 'old', outcome: 'hit' })
+    release.open()
+    expect((await w).status).toBe(204)
+    store.put = realPut
+    // answered before its releases: a replica still held asks the writer, which now has 'new'
+    for (const n of [A, B, C]) expect((await get(n, 'k2')).body).toBe('new')
+    expect(storeGets).toEqual([]) // no replica read DynamoDB
+    expect(await registryValue(B.registry, 'chopper_kv_held_reads_total', { outcome: 'writer' })).toBeGreaterThanOrEqual(1)
+    expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'current' })).toBeGreaterThanOrEqual(1)
+    expect(await registryValue(A.registry, 'chopper_kv_fences_received_total', { phase: 'read' })).toBeGreaterThanOrEqual(2)
   })
+
+  for (const heldReads of ['ask', 'wait']) {
+    test(`a replica's fill that read DynamoDB before a write never lands in its cache afterwards (heldReads: ${heldReads})`, async () => {
+      const { nodes: { A, B } } = await replicaSet({ ids: ['A', 'B'], options: { heldReads } })
+      await putText(kvUrl(A.url, 'k3'), 'v1')
+      await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' }) // answered before it
+      await B.kv.service.cache.del('k3', sliceKey('k3')) // the release cached v1 there: make B fill from DynamoDB
+      const read = gate()
+      const resume = gate()
+      const store = B.kv.service.store
+      const realGet = store.get.bind(store)
+      store.get = async (key) => {
+        const item = await realGet(key)
+        store.get = realGet
+        read.open()
+        await resume.p
+        return item
+      }
+      const slowRead = get(B, 'k3')
+      await read.p // B's fill holds v1 from DynamoDB
+      expect((await putText(kvUrl(A.url, 'k3'), 'v2')).status).toBe(204)
+      resume.open()
+      // Concurrent with the write: either value is linearizable. wait serves the fill's v1; ask
+      // serves no fill a hold overtook (it may have read a write its writer did not serve yet) and
+      // asks the writer, which has v2 by now.
+      expect((await slowRead).body).toBe(heldReads === 'ask' ? 'v2' : 'v1')
+      // the late fill of v1 was refused: B has v2 (from the release), never v1
+      expect(await get(B, 'k3')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
+    })
+  }
 
   test('a write admitted on a replica that is not the primary gets 421 CHOPPER_ERR_NOT_PRIMARY and writes nothing', async () => {
     const { nodes: { A, B, C } } = await replicaSet()
@@ -175,8 +215,10 @@ describe('kv-cache with replicated slices', () => {
     expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { outcome: 'failed' })).toBe(0)
   })
 
-  for (const pipelineReleases of [true, false]) {
-    test(`a write is answered once DynamoDB and the primary hold it, before its releases; the primary serves it at once, a replica still held reads DynamoDB (pipelineReleases: ${pipelineReleases})`, async () => {
+  for (const [pipelineReleases, heldReads] of [[true, 'ask'], [false, 'ask'], [true, 'wait'], [false, 'wait']]) {
+    // ask: the writer answers a held replica's read (its value: 'shared'); wait: DynamoDB does ('miss')
+    const heldOutcome = heldReads === 'ask' ? 'shared' : 'miss'
+    test(`a write is answered once DynamoDB and the primary hold it, before its releases; the primary serves it at once, a replica still held asks the writer or reads DynamoDB (pipelineReleases: ${pipelineReleases}, heldReads: ${heldReads})`, async () => {
       const hung = []
       let holdBack = true
       const hangReleases = (req, res) => {
@@ -184,7 +226,7 @@ describe('kv-cache with replicated slices', () => {
         hung.push(res) // the release to C is still out
         return true
       }
-      const { nodes: { A, C } } = await replicaSet({ options: { fenceTimeoutMs: 10000, pipelineReleases }, intercept: { C: hangReleases } })
+      const { nodes: { A, C } } = await replicaSet({ options: { fenceTimeoutMs: 10000, pipelineReleases, heldReads }, intercept: { C: hangReleases } })
       try {
         const put = await putText(kvUrl(A.url, 'k20'), 'v1')
         expect(put.status).toBe(204)
@@ -193,7 +235,7 @@ describe('kv-cache with replicated slices', () => {
         expect(A.kv.service.holds.held('k20')).toBe(false) // the primary lifted its own hold
         expect(await get(A, 'k20')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
         expect(C.kv.service.holds.held('k20')).toBe(true)
-        expect(await get(C, 'k20')).toEqual({ status: 200, body: 'v1', outcome: 'miss' }) // from DynamoDB
+        expect(await get(C, 'k20')).toEqual({ status: 200, body: 'v1', outcome: heldOutcome })
         let second = null
         putText(kvUrl(A.url, 'k20'), 'v2').then((r) => { second = r })
         if (pipelineReleases) {
@@ -201,7 +243,7 @@ describe('kv-cache with replicated slices', () => {
           await pollUntil(() => second !== null, { what: 'the second write, with the first release still out' })
           expect(second.status).toBe(204)
           await pollUntil(() => hung.length === 2, { what: 'C to receive the second release' })
-          expect(await get(C, 'k20')).toEqual({ status: 200, body: 'v2', outcome: 'miss' }) // held by both: DynamoDB
+          expect(await get(C, 'k20')).toEqual({ status: 200, body: 'v2', outcome: heldOutcome }) // held by both
         } else {
           // the key's next write waits for the release still out
           await pollUntil(() => A.kv.service.queue.size > 0, { what: 'the second write to queue' })
@@ -261,8 +303,8 @@ describe('kv-cache with replicated slices', () => {
     expect(await registryValue(C.registry, 'chopper_kv_holds_lapsed_total')).toBe(1)
   })
 
-  test('a read of a held key waits for the release and is served what it cached; one still held after heldReadWaitMs reads DynamoDB; both counted', async () => {
-    const { nodes: { C } } = await replicaSet()
+  test('heldReads wait: a read of a held key waits for the release and is served what it cached; one still held after heldReadWaitMs reads DynamoDB; both counted', async () => {
+    const { nodes: { C } } = await replicaSet({ options: { heldReads: 'wait' } })
     const svc = C.kv.service
     const slice = sliceKey('k22')
     svc.holds.add('k22', 'w1')
@@ -280,8 +322,8 @@ describe('kv-cache with replicated slices', () => {
     svc.holds.remove('k22', 'w2')
   })
 
-  test('reads of a key held past heldReadWaitMs share DynamoDB reads issued after they arrived: a burst costs fewer store reads than reads, and the others are answered "shared"', async () => {
-    const { nodes: { A, C } } = await replicaSet()
+  test('heldReads wait: reads of a key held past heldReadWaitMs share DynamoDB reads issued after they arrived: a burst costs fewer store reads than reads, and the others are answered "shared"', async () => {
+    const { nodes: { A, C } } = await replicaSet({ options: { heldReads: 'wait' } })
     expect((await putText(kvUrl(A.url, 'k23'), 'v1')).status).toBe(204)
     const svc = C.kv.service
     const storeGets = []
@@ -302,21 +344,23 @@ describe('kv-cache with replicated slices', () => {
     expect(await registryValue(C.registry, 'chopper_kv_held_reads_total', { outcome: 'store' })).toBe(12)
   })
 
-  test('a release that never arrives: the write is acknowledged, counted, and that replica reads DynamoDB until its hold lapses', async () => {
-    const dropRelease = (req) => {
-      if (!isFence(req) || req.headers['x-kv-fence'] !== 'release') return false
-      req.socket.destroy()
-      return true
-    }
-    const { nodes: { A, C } } = await replicaSet({ options: { fenceTimeoutMs: 300 }, intercept: { C: dropRelease } })
-    await putText(kvUrl(A.url, 'k7'), 'v1')
-    expect(C.kv.service.holds.held('k7')).toBe(true)
-    expect((await putText(kvUrl(A.url, 'k7'), 'v2')).status).toBe(204)
-    // answered before its release, which fails after fenceTimeoutMs
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v2 to give up' })
-    expect(await registryValue(A.registry, 'chopper_kv_replicated_write_failures_total', { op: 'put', phase: 'release' })).toBe(2)
-    for (let i = 0; i < 2; i++) expect(await get(C, 'k7')).toEqual({ status: 200, body: 'v2', outcome: 'miss' })
-  })
+  for (const heldReads of ['ask', 'wait']) {
+    test(`a release that never arrives: the write is acknowledged, counted, and that replica asks the writer or reads DynamoDB until its hold lapses (heldReads: ${heldReads})`, async () => {
+      const dropRelease = (req) => {
+        if (!isFence(req) || req.headers['x-kv-fence'] !== 'release') return false
+        req.socket.destroy()
+        return true
+      }
+      const { nodes: { A, C } } = await replicaSet({ options: { fenceTimeoutMs: 300, heldReads }, intercept: { C: dropRelease } })
+      await putText(kvUrl(A.url, 'k7'), 'v1')
+      expect(C.kv.service.holds.held('k7')).toBe(true)
+      expect((await putText(kvUrl(A.url, 'k7'), 'v2')).status).toBe(204)
+      // answered before its release, which fails after fenceTimeoutMs
+      await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v2 to give up' })
+      expect(await registryValue(A.registry, 'chopper_kv_replicated_write_failures_total', { op: 'put', phase: 'release' })).toBe(2)
+      for (let i = 0; i < 2; i++) expect(await get(C, 'k7')).toEqual({ status: 200, body: 'v2', outcome: heldReads === 'ask' ? 'shared' : 'miss' })
+    })
+  }
 
   test('a write DynamoDB refuses as fenced lifts its holds at once', async () => {
     const { nodes: { A, B }, servers } = await replicaSet({ ids: ['A', 'B'] })
@@ -461,7 +505,7 @@ describe('kv-cache with replicated slices', () => {
     await b.server.close() // B dies; the controller has not noticed yet
     const t0 = Date.now()
     const write = putText(`${feUrl}/kv?key=k2`, 'v2')
-    await pollUntil(() => a.kv.service.holds.held('k2'), { what: 'the primary to hold k2 for the write' })
+    await pollUntil(() => a.kv.service.queue.size > 0, { what: 'the primary to start the write (holding B)' })
     await dropB()
     const r = await write
     expect(r.status).toBe(204)
