@@ -9,7 +9,7 @@ const { MemoryCache } = require('./memory-cache')
 const { KvService } = require('./kv-service')
 const { createRoutes } = require('./routes')
 const { spawnRedis, startDynalite } = require('./embedded')
-const { FenceClient, FENCE_PATH, READ_PHASE } = require('./fence-client')
+const { FenceClient, FENCE_PATH } = require('./fence-client')
 const { NewestMap } = require('./newest-map')
 const { componentLogger, silent } = require('../../core/logger')
 
@@ -85,9 +85,11 @@ async function create (options = {}) {
       // is placed at once, not held until the grant: the hold then stands when
       // the grant lands, and the write is not stalled for the whole handoff
       // with its key held, and its reads waiting, on every other replica.
-      // A replica's read asked of the writer (X-KV-Fence: read) is not: it is
-      // answered only by a server that admits the slice for reads.
-      admitJoining: (req) => req.method === 'POST' && req.path === FENCE_PATH && req.headers['x-kv-fence'] !== READ_PHASE,
+      // A replica's read asked of the writer (X-KV-Fence: read) is admitted
+      // at once too, never held for a newer map while the replica's readers
+      // wait: the route answers 421 itself unless this server admits the
+      // slice for reads now.
+      admitJoining: (req) => req.method === 'POST' && req.path === FENCE_PATH,
       onAcquire: (ranges, ctx) => {
         newest.learn(ctx)
         service.onAcquire(ranges)

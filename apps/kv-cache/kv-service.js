@@ -42,7 +42,7 @@ const HELD_READS = Object.freeze(['ask', 'wait'])
  * the holds with the new version and value, which each replica caches first.
  *
  * How a replica answers a read of a held key (`heldReads`):
- * - `ask` (the default): it asks the writer (fence-client.js `ask`), which
+ * - `ask`: it asks the writer (fence-client.js `ask`), which
  *   answers from its own read of the key: 204 when the replica's cached
  *   version is the writer's, else the writer's value. The writer does not
  *   hold itself: until its DynamoDB write returned and its cache has the new
@@ -55,7 +55,7 @@ const HELD_READS = Object.freeze(['ask', 'wait'])
  *   serves nothing of the key) lets a replica read DynamoDB. A write whose
  *   outcome is unknown holds the writer itself until the lapse, so it and
  *   whoever asks it read DynamoDB meanwhile.
- * - `wait`: the replica drops its entry when held, waits up to
+ * - `wait` (the default): the replica drops its entry when held, waits up to
  *   `heldReadWaitMs` for the release and then reads DynamoDB (strongly
  *   consistent, linearizable by itself); the writer holds itself too.
  *
@@ -86,7 +86,7 @@ class KvService {
    * @param {number} [options.heldReadTimeoutMs] heldReads ask: how long a read keeps asking a writer that does
    *   not answer (it waits up to heldReadWaitMs for the release between attempts), then fails with 503
    */
-  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, heldReadWaitMs = 100, heldReads = 'ask', heldReadTimeoutMs = 3000, batchWrites = true, pipelineReleases = true, serverId = 'kv', replicaDropped = () => false, logger = silent }) {
+  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, heldReadWaitMs = 100, heldReads = 'wait', heldReadTimeoutMs = 3000, batchWrites = true, pipelineReleases = true, serverId = 'kv', replicaDropped = () => false, logger = silent }) {
     if (!HELD_READS.includes(heldReads)) throw new InvalidArgumentError(`invalid heldReads: expected one of ${HELD_READS.join(', ')}, got ${JSON.stringify(heldReads)}`)
     this.store = store
     this.replicaDropped = replicaDropped

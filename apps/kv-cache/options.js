@@ -45,10 +45,10 @@ const defaults = Object.freeze({
   // next write starts meanwhile (its hold may overtake them: kv-service.js),
   // false: it waits for them.
   pipelineReleases: true,
-  // A replica's read of a key a write holds: 'ask' the writer, which vouches
-  // for the replica's cached version or sends its value (no waiting for the
-  // write); 'wait' for the release, then read DynamoDB (kv-service.js).
-  heldReads: 'ask',
+  // A replica's read of a key a write holds: 'wait' for the release, then
+  // read DynamoDB; or 'ask' the writer, which vouches for the replica's cached
+  // version or sends its value, without waiting for the write (kv-service.js).
+  heldReads: 'wait',
   // The shared cluster secret (docs/security.md): fence requests between
   // replicas are signed with it, and the fence route takes signed ones only.
   // undefined: fences are not authenticated (see the README's known limits).

@@ -16,6 +16,7 @@ const {
   MethodNotAllowedError,
   MissingKeyError,
   NotFoundError,
+  NotOwnerError,
   NotPrimaryError,
   PayloadTooLargeError,
   ReplicaUnavailableError
@@ -175,9 +176,10 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
    * `X-KV-Fence: read` is a replica's read of K while a write of this server
    * holds it there (heldReads ask, kv-service.js): answered with this
    * server's own read of K, 204 when that is version `X-KV-Version` (the
-   * replica's cached one), else 200 with the value, or 404. The shard guard
-   * admits it only while this server admits K's slice for reads (not merely
-   * joining it): a 421 tells the replica this server serves nothing of it.
+   * replica's cached one), else 200 with the value, or 404. It is answered
+   * only while this server admits K's slice for reads, not merely joining it
+   * (the shard guard admits fences of a joiner at once): otherwise 421, which
+   * tells the replica this server serves nothing of it.
    */
   router.post(FENCE_PATH, (req, res, next) => {
     // A release may carry the written value (write-through to this replica's cache).
@@ -211,6 +213,10 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
     // No modelled work of its own (bench/lib/capacity.js): a step of someone else's request.
     res.setHeader('X-KV-Outcome', 'fence')
     if (phase === READ_PHASE) {
+      if (Array.isArray(req.chopperAdmitters) && !req.chopperAdmitters.includes(serverId)) {
+        res421Generation(req)
+        throw new NotOwnerError(`server ${serverId} does not admit key ${JSON.stringify(key)}'s slice for reads now`)
+      }
       const item = await service.answerAsk(key, slice)
       if (!item) throw new NotFoundError(`no value for key ${JSON.stringify(key)}`)
       res.setHeader('X-KV-Version', item.ver.toString())

@@ -47,7 +47,7 @@ function nextLayout (layout, rng) {
   return out
 }
 
-async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, batchWrites = true, trafficInRevoke = 0, heldReadWaitMs }) {
+async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, batchWrites = true, trafficInRevoke = 0, heldReads, heldReadWaitMs }) {
   const closers = []
   try {
     const dynamo = await startDynalite()
@@ -60,7 +60,7 @@ async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, ba
       closers.push(() => redis.close())
       const s = await startApp(kv, {
         id,
-        appOptions: { dynamoEndpoint: dynamo.endpoint, table: 'kv-replicas-history', redisUrl: redis.url, batchWrites },
+        appOptions: { dynamoEndpoint: dynamo.endpoint, table: 'kv-replicas-history', redisUrl: redis.url, batchWrites, heldReads },
         registry: new Registry(),
         consistency: 'available' // no controller here: the pushes below are the only maps
       })
@@ -174,14 +174,16 @@ async function runHistory ({ changes, seed = 1, fencing = true, hotShare = 0, ba
     let fences = 0
     let batched = 0
     let sharedHeld = 0
+    let askedWriter = 0
     for (const a of apps) {
       const text = await a.server.registry.metrics()
       fences += metricValue(text, 'chopper_kv_fences_received_total')
       batched += metricValue(text, 'chopper_kv_batched_writes_total')
       sharedHeld += metricValue(text, 'chopper_kv_shared_reads_total', { with: 'held' })
+      askedWriter += metricValue(text, 'chopper_kv_held_reads_total', { outcome: 'writer' })
     }
     const ops = recorder.operations()
-    return { ops, servedBy, fences, batched, sharedHeld, openHandoffs, check: checkLinearizability(ops) }
+    return { ops, servedBy, fences, batched, sharedHeld, askedWriter, openHandoffs, check: checkLinearizability(ops) }
   } finally {
     for (const c of closers.reverse()) await c()
   }
@@ -198,10 +200,20 @@ describe('kv-cache history with replicated slices', () => {
     expect(check.verdict).toBe('linearizable')
   }, 180000)
 
-  test('a hot key: writes that overlap go as one batch (one hold, one DynamoDB write), and the history stays linearizable', async () => {
-    const { ops, batched, check } = await runHistory({ changes: 20, seed: 3, hotShare: 0.8 })
+  test('heldReads ask: per-key linearizable with replica sets changing under load, held reads answered by their writer', async () => {
+    const { ops, servedBy, askedWriter, check } = await runHistory({ changes: 40, seed: 4, hotShare: 0.5, heldReads: 'ask' })
+    expect(ops.filter((o) => o.op === 'get' && o.ok === true && o.value !== null).length).toBeGreaterThan(200)
+    expect(servedBy.replica).toBeGreaterThan(100)
+    expect(askedWriter).toBeGreaterThan(10)
+    expect(check.violations).toEqual([])
+    expect(check.verdict).toBe('linearizable')
+  }, 180000)
+
+  test('a hot key: writes that overlap go as one batch (one hold, one DynamoDB write), reads of it held by a write ask the writer, and the history stays linearizable', async () => {
+    const { ops, batched, askedWriter, check } = await runHistory({ changes: 20, seed: 3, hotShare: 0.8, heldReads: 'ask' })
     expect(ops.filter((o) => o.key === KEYS[0] && o.op !== 'get' && o.ok === true).length).toBeGreaterThan(50)
     expect(batched).toBeGreaterThan(5)
+    expect(askedWriter).toBeGreaterThan(10) // heldReads ask: the writer answered them
     expect(check.violations).toEqual([])
     expect(check.verdict).toBe('linearizable')
     // batchWrites: false, the same run: every write on its own
@@ -219,8 +231,9 @@ describe('kv-cache history with replicated slices', () => {
     expect(check.verdict).toBe('linearizable')
   }, 180000)
 
-  test('held reads go to DynamoDB at once (heldReadWaitMs 0) and share store reads issued after they arrived: the history stays linearizable', async () => {
-    const { ops, sharedHeld, check } = await runHistory({ changes: 20, seed: 7, hotShare: 0.8, heldReadWaitMs: 0 })
+  test('heldReads wait: held reads go to DynamoDB at once (heldReadWaitMs 0) and share store reads issued after they arrived: the history stays linearizable', async () => {
+    const { ops, sharedHeld, askedWriter, check } = await runHistory({ changes: 20, seed: 7, hotShare: 0.8, heldReads: 'wait', heldReadWaitMs: 0 })
+    expect(askedWriter).toBe(0)
     expect(ops.filter((o) => o.key === KEYS[0] && o.op === 'get' && o.ok === true).length).toBeGreaterThan(100)
     expect(sharedHeld).toBeGreaterThan(10)
     expect(check.violations).toEqual([])

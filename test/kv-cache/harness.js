@@ -47,7 +47,7 @@ function createHarness () {
     const registry = new Registry()
     const kv = await kvCache.create({ serverId: id, registry, ...options })
     track(() => kv.close())
-    const server = createAppServer({ id, app: kv.app, onAcquire: kv.onAcquire, onRelease: kv.onRelease, onAssignment: kv.onAssignment, registry })
+    const server = createAppServer({ id, app: kv.app, onAcquire: kv.onAcquire, onRelease: kv.onRelease, onAssignment: kv.onAssignment, admitJoining: kv.admitJoining, registry })
     const urls = await server.start()
     track(() => server.close())
     return { id, kv, registry, server, ...urls }

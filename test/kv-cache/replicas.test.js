@@ -4,6 +4,7 @@ const { sliceKey, KEYSPACE_SIZE } = require('../../core/keyspace')
 const { freePort } = require('../../core/http')
 const { useKvStack, registryValue, kvUrl, call, push } = require('./harness')
 const { pollUntil } = require('../../core/poll')
+const { StoreUnavailableError } = require('../../core/errors')
 
 /**
  * kv-cache on a replicated slice (docs/replication.md), without the shard
@@ -16,6 +17,7 @@ const { pollUntil } = require('../../core/poll')
 
 const TABLE = 'kv-replicas'
 const GEN = 5
+const ASK = { heldReads: 'ask' }
 const putText = (url, value) => call(url, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: value })
 
 function gate () {
@@ -105,7 +107,7 @@ describe('kv-cache with replicated slices', () => {
   })
 
   test('heldReads ask: until the writer\'s DynamoDB write returned, the writer and every replica serve the old value (the writer vouches for the replicas\' cached one); from then on the new one', async () => {
-    const { nodes: { A, B, C } } = await replicaSet()
+    const { nodes: { A, B, C } } = await replicaSet({ options: ASK })
     await putText(kvUrl(A.url, 'k2'), 'old')
     await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
     const storeGets = []
@@ -168,6 +170,121 @@ describe('kv-cache with replicated slices', () => {
       expect(await get(B, 'k3')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
     })
   }
+
+  /** Hold `key` on `node` for a write of server `from` at `url`, as its hold fence would. */
+  const holdFor = (node, key, from, url, id = `${from}:t:${Math.random().toString(36).slice(2)}`) =>
+    node.kv.service.hold(key, sliceKey(key), id, { from, url, generation: GEN }).then(() => id)
+  const countStoreGets = (node) => {
+    const calls = []
+    const get0 = node.kv.service.store.get.bind(node.kv.service.store)
+    node.kv.service.store.get = (key) => { calls.push(key); return get0(key) }
+    return calls
+  }
+
+  test('heldReads ask: a held read is answered by the writer, which vouches for the cached version (a hit) or sends its value (shared), or says there is none; no DynamoDB read; counted', async () => {
+    const { nodes: { A, B }, servers } = await replicaSet({ options: ASK })
+    expect((await putText(kvUrl(A.url, 'k30'), 'v1')).status).toBe(204)
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' })
+    const storeGets = countStoreGets(B)
+    await holdFor(B, 'k30', 'A', servers.A.url)
+    await holdFor(B, 'k31', 'A', servers.A.url) // never written
+    expect(await get(B, 'k30')).toEqual({ status: 200, body: 'v1', outcome: 'hit' }) // B's cached v1 is A's
+    await B.kv.service.cache.del('k30', sliceKey('k30'))
+    expect(await get(B, 'k30')).toEqual({ status: 200, body: 'v1', outcome: 'shared' }) // nothing cached: A's value
+    expect(await get(B, 'k31')).toMatchObject({ status: 404 })
+    expect(storeGets).toEqual([])
+    expect(await registryValue(B.registry, 'chopper_kv_held_reads_total', { outcome: 'writer' })).toBe(3)
+    for (const [outcome, n] of [['current', 1], ['value', 1], ['none', 1]]) {
+      expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome })).toBe(n)
+    }
+    expect(await registryValue(A.registry, 'chopper_kv_fences_received_total', { phase: 'read' })).toBe(3)
+    expect(B.kv.service.holds.held('k30')).toBe(true) // still held: nothing was lifted to answer
+  })
+
+  test('heldReads ask: reads of a held key share an ask issued after they arrived: a burst costs fewer asks than reads', async () => {
+    const { nodes: { A, B }, servers } = await replicaSet({ options: ASK })
+    expect((await putText(kvUrl(A.url, 'k32'), 'v1')).status).toBe(204)
+    await holdFor(B, 'k32', 'A', servers.A.url)
+    const reads = await Promise.all(Array.from({ length: 12 }, () => get(B, 'k32')))
+    expect(reads.map((r) => [r.status, r.body])).toEqual(Array(12).fill([200, 'v1']))
+    const asks = await registryValue(A.registry, 'chopper_kv_fences_received_total', { phase: 'read' })
+    expect(asks).toBeGreaterThanOrEqual(1)
+    expect(asks).toBeLessThan(12)
+    expect(await registryValue(B.registry, 'chopper_kv_held_reads_total', { outcome: 'writer' })).toBe(12)
+  })
+
+  test('heldReads ask: a writer that is gone (refuses the connection, or does not admit the slice: 421) lets the replica read DynamoDB', async () => {
+    const notMine = (req, res) => {
+      if (!isFence(req) || req.headers['x-kv-fence'] !== 'read') return false
+      res.status(421).json({ error: { code: 'CHOPPER_ERR_NOT_OWNER', message: 'not mine' } })
+      return true
+    }
+    const { nodes: { A, B }, servers } = await replicaSet({ options: ASK, intercept: { C: notMine } })
+    expect((await putText(kvUrl(A.url, 'k33'), 'v1')).status).toBe(204)
+    const storeGets = countStoreGets(B)
+    await holdFor(B, 'k33', 'A', `http://127.0.0.1:${await freePort()}`) // A's process is gone
+    expect(await get(B, 'k33')).toEqual({ status: 200, body: 'v1', outcome: 'miss' })
+    await holdFor(B, 'k33', 'C', servers.C.url) // C's write, and C no longer admits the slice
+    expect(await get(B, 'k33')).toEqual({ status: 200, body: 'v1', outcome: 'miss' })
+    expect(storeGets).toEqual(['k33', 'k33'])
+    expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'gone' })).toBe(2)
+    expect(await registryValue(B.registry, 'chopper_kv_held_reads_total', { outcome: 'store' })).toBe(2)
+  })
+
+  test('heldReads ask: a writer that does not answer is asked again after waiting for the release; a release ends the wait, and without one the read fails with 503 after heldReadTimeoutMs (fenceTimeoutMs)', async () => {
+    let refusing = true
+    const busy = (req, res) => {
+      if (!refusing || !isFence(req) || req.headers['x-kv-fence'] !== 'read') return false
+      res.status(503).json({ error: { code: 'CHOPPER_ERR_STORE_UNAVAILABLE', message: 'busy' } })
+      return true
+    }
+    const { nodes: { A, B }, servers } = await replicaSet({ options: { heldReads: 'ask', fenceTimeoutMs: 400 }, intercept: { A: busy } })
+    expect((await putText(kvUrl(A.url, 'k34'), 'v1')).status).toBe(204)
+    const storeGets = countStoreGets(B)
+    const id = await holdFor(B, 'k34', 'A', servers.A.url)
+    let read = null
+    get(B, 'k34').then((r) => { read = r })
+    await pollUntil(async () => (await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'unsure' })) >= 1, { what: 'the first ask to fail' })
+    await B.kv.service.release('k34', sliceKey('k34'), id) // an abort: lifted, B's cached v1 stands
+    await pollUntil(() => read !== null, { what: 'the read, once the hold is lifted' })
+    expect(read).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
+    // no release this time: it keeps asking (every heldReadWaitMs) until the deadline
+    await holdFor(B, 'k34', 'A', servers.A.url)
+    const t0 = Date.now()
+    const r = await call(kvUrl(B.url, 'k34'))
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(350)
+    expect([r.status, r.body.error.code]).toEqual([503, 'CHOPPER_ERR_STORE_UNAVAILABLE'])
+    expect(r.body.error.message).toMatch(/held by a write of server A, which did not answer/)
+    expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'unsure' })).toBeGreaterThanOrEqual(3)
+    expect(await registryValue(B.registry, 'chopper_kv_held_reads_total', { outcome: 'store' })).toBe(0)
+    expect(storeGets).toEqual([]) // never DynamoDB: the writer may still serve the old value
+    refusing = false
+    expect(await get(B, 'k34')).toEqual({ status: 200, body: 'v1', outcome: 'hit' }) // A vouches for B's v1
+  })
+
+  test('heldReads ask: a write whose outcome is unknown holds its writer, which then reads DynamoDB for itself and for the replicas that ask it; an asked server that another write holds refuses (409)', async () => {
+    const { nodes: { A, B }, servers } = await replicaSet({ options: ASK, ids: ['A', 'B'] })
+    expect((await putText(kvUrl(A.url, 'k35'), 'v1')).status).toBe(204)
+    const store = A.kv.service.store
+    const realPut = store.put.bind(store)
+    store.put = async (...args) => {
+      await realPut(...args) // applied, but the answer is lost
+      throw new StoreUnavailableError('DynamoDB unavailable (test)')
+    }
+    const w = await putText(kvUrl(A.url, 'k35'), 'v2')
+    store.put = realPut
+    expect([w.status, w.body.error.code]).toEqual([503, 'CHOPPER_ERR_STORE_UNAVAILABLE'])
+    expect(A.kv.service.holds.held('k35')).toBe(true) // A holds itself until the lapse
+    expect(B.kv.service.holds.held('k35')).toBe(true)
+    const aGets = countStoreGets(A)
+    expect(await get(A, 'k35')).toEqual({ status: 200, body: 'v2', outcome: 'miss' })
+    expect(await get(B, 'k35')).toEqual({ status: 200, body: 'v2', outcome: 'shared' }) // A read DynamoDB for it
+    expect(aGets).toEqual(['k35', 'k35'])
+    // B, held by A's write, is asked by a third server: it refuses rather than ask A in turn
+    const r = await call(`${B.url}/kv/_fence?key=k35`, { method: 'POST', headers: { 'x-kv-fence': 'read', 'x-chopper-generation': String(GEN), 'x-kv-fence-id': 'A:x:9', 'x-kv-fence-from': 'A' } })
+    expect([r.status, r.body.error.code]).toEqual([409, 'CHOPPER_ERR_KEY_HELD'])
+    expect(servers.A).toBeDefined()
+  })
 
   test('a write admitted on a replica that is not the primary gets 421 CHOPPER_ERR_NOT_PRIMARY and writes nothing', async () => {
     const { nodes: { A, B, C } } = await replicaSet()
@@ -498,6 +615,24 @@ describe('kv-cache with replicated slices', () => {
     const read = async () => { const r = await call(`${feUrl}/kv?key=${key}`); return [r.status, r.body] }
     return { a, b, feUrl, dropB, read }
   }
+
+  test('heldReads ask, through the shard guard: a server only joining the slice answers a read fence 421 at once (not held for the grant); one that admits it answers it', async () => {
+    const opts = { dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, heldReads: 'ask' }
+    const a = await env.h.appServer('A', opts)
+    const b = await env.h.appServer('B', opts)
+    const servers = { A: { url: a.url }, B: { url: b.url } }
+    const all = { start: 0, end: KEYSPACE_SIZE }
+    await push([a.controlUrl, b.controlUrl], { generation: 100, slices: [{ ...all, servers: ['B'] }], servers })
+    // A joins the slice: B keeps serving it until the grant
+    await push([a.controlUrl, b.controlUrl], { generation: 101, slices: [{ ...all, servers: ['B', 'A'], moving: true, holders: ['B'] }], servers })
+    const ask = (node, from) => call(`${node.url}/kv/_fence?key=k40`, { method: 'POST', headers: { 'x-kv-fence': 'read', 'x-chopper-generation': '101', 'x-kv-fence-id': `${from}:x:1`, 'x-kv-fence-from': from } })
+    const t0 = Date.now()
+    const joining = await ask(a, 'B')
+    expect([joining.status, joining.body.error.code]).toEqual([421, 'CHOPPER_ERR_NOT_OWNER'])
+    expect(Date.now() - t0).toBeLessThan(1000) // the guard would hold it up to holdMs (2 s)
+    const holder = await ask(b, 'A')
+    expect([holder.status, holder.body.error.code]).toEqual([404, 'CHOPPER_ERR_NOT_FOUND'])
+  })
 
   test('through the shard guard: a write waiting on a dead replica lands as soon as the map that drops it is installed', async () => {
     // fenceTimeoutMs is long, so only the new map can end the wait in time.
