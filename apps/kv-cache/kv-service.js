@@ -19,7 +19,7 @@ const { silent } = require('../../core/logger')
 const FENCE_TYPE = ''
 const EMPTY = Buffer.alloc(0)
 /** How a replica answers a read of a key a write holds (the `heldReads` option). */
-const HELD_READS = Object.freeze(['ask', 'wait'])
+const HELD_READS = Object.freeze(['wait', 'ask'])
 
 /**
  * The look-aside cache logic of paper 6.1, independent of HTTP:

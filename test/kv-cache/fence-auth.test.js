@@ -4,6 +4,7 @@ const { fenceContext } = require('../../apps/kv-cache/fence-client')
 const { signRequest } = require('../../core/cluster-auth')
 const { useKvStack, registryValue, kvUrl, call } = require('./harness')
 const { pollUntil } = require('../../core/poll')
+const { sliceKey } = require('../../core/keyspace')
 
 /**
  * Replica fences with a cluster token (docs/security.md): the primary signs
@@ -23,12 +24,12 @@ describe('kv-cache fences with a cluster token', () => {
   const env = useKvStack()
 
   /** Servers A (primary) and B of one slice, each with `tokens[id]`. */
-  async function replicaSet (tokens = { A: TOKEN, B: TOKEN }) {
+  async function replicaSet (tokens = { A: TOKEN, B: TOKEN }, options = {}) {
     const ids = Object.keys(tokens)
     const servers = {}
     const nodes = {}
     for (const id of ids) {
-      const node = await env.h.standalone({ dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, serverId: id, clusterToken: tokens[id], fenceTimeoutMs: 500 }, {
+      const node = await env.h.standalone({ dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, serverId: id, clusterToken: tokens[id], fenceTimeoutMs: 500, ...options }, {
         middleware (req, res, next) {
           req.chopperGeneration = Math.max(GEN, Number(req.headers['x-chopper-generation']) || 0)
           req.chopperReplicas = ids
@@ -88,6 +89,20 @@ describe('kv-cache fences with a cluster token', () => {
     const replay = await good.send()
     expect([replay.status, replay.body.error.code]).toEqual([403, 'CHOPPER_ERR_FORBIDDEN'])
     expect(await registryValue(B.registry, 'chopper_kv_fences_refused_total')).toBe(refused.length + 2)
+  })
+
+  test('heldReads ask: a replica\'s read of a held key asks the writer with a signed read fence, which is answered; an unsigned one is refused', async () => {
+    const { A, B } = await replicaSet(undefined, { heldReads: 'ask' })
+    const put = await call(kvUrl(A.url, 'k4'), { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'v4' })
+    expect(put.status).toBe(204)
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release to finish' })
+    await B.kv.service.hold('k4', sliceKey('k4'), 'A:k4:9', { from: 'A', url: A.url, generation: GEN })
+    const r = await call(kvUrl(B.url, 'k4'))
+    expect([r.status, r.body, r.headers['x-kv-outcome']]).toEqual([200, 'v4', 'hit'])
+    expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'current' })).toBe(1)
+    expect(await registryValue(A.registry, 'chopper_kv_fences_received_total', { phase: 'read' })).toBe(1)
+    const unsigned = await call(`${A.url}/kv/_fence?key=k4`, { method: 'POST', headers: { 'x-kv-fence': 'read', 'x-chopper-generation': String(GEN), 'x-kv-fence-id': 'A:k4:9', 'x-kv-fence-from': 'B' } })
+    expect([unsigned.status, unsigned.body.error.code]).toEqual([401, 'CHOPPER_ERR_UNAUTHENTICATED'])
   })
 
   test('a primary with another token cannot fence: its write fails safely, not applied', async () => {

@@ -22,6 +22,19 @@ describe('KeyHolds', () => {
     expect(h.size).toBe(0)
   })
 
+  test('newest: the meta of the last hold added on a key, until it is lifted', () => {
+    const h = new KeyHolds({ lapseMs: 1000 })
+    expect(h.newest('k')).toBeUndefined()
+    h.add('k', 'w1', { from: 'A' })
+    h.add('k', 'w2', { from: 'B' })
+    h.add('k', 'w1', { from: 'A' }) // a retried hold keeps its place
+    expect(h.newest('k')).toEqual({ from: 'B' })
+    h.remove('k', 'w2')
+    expect(h.newest('k')).toEqual({ from: 'A' })
+    h.remove('k', 'w1')
+    expect(h.newest('k')).toBeUndefined()
+  })
+
   test('heldExcept: whether a write other than the one named holds the key', () => {
     const h = new KeyHolds({ lapseMs: 1000 })
     expect(h.heldExcept('k', 'w1')).toBe(false)

@@ -25,6 +25,7 @@ describe('kv-cache options', () => {
     [{ spawnRedis: 'yes' }, /invalid spawnRedis: expected a boolean/],
     [{ batchWrites: 1 }, /invalid batchWrites: expected a boolean/],
     [{ pipelineReleases: 'no' }, /invalid pipelineReleases: expected a boolean/],
+    [{ heldReads: 'peek' }, /invalid heldReads: expected one of wait, ask/],
     [{ serverId: 'a b' }, /invalid serverId/],
     [{ registry: {} }, /invalid registry: expected a prom-client Registry, got an object/]
   ])('%j is rejected naming the option', (bad, message) => {
