@@ -46,6 +46,7 @@ async function startDynalite ({ logger = silent, port = 0 } = {}) {
   return {
     endpoint,
     port: bound,
+    server, // the http.Server (benchmarks may wrap its request handling)
     stop,
     async start () {
       if (!server.listening) await listen(server, bound, '127.0.0.1')

@@ -65,7 +65,7 @@ async function startContender (name, experiment, { logger = silent, clusterToken
     // kv-cache's DynamoDB (dynalite) in a process of its own, not beside the front ends
     let dynamoPid
     if (experiment.app === 'kv-cache' && !appOptions.dynamoEndpoint) {
-      const dynamo = await startDynaliteProcess()
+      const dynamo = await startDynaliteProcess({ latencyMs: experiment.storeLatencyMs })
       closers.push(() => dynamo.close())
       appOptions.dynamoEndpoint = dynamo.endpoint
       dynamoPid = dynamo.pid

@@ -7,7 +7,8 @@
  *
  * Flags: --time-scale X (multiply every phase duration), --rate-scale X
  * (every rate times X, every modelled service time over X: a slower machine),
- * --contenders a,b,
+ * --store-latency-ms N (KV: dynalite answers N ms late, as DynamoDB from an
+ * instance; scaled with --rate-scale), --contenders a,b,
  * --out DIR (default bench/results), --report FILE.json (only rebuild the HTML
  * of an earlier run), --list. Writes DIR/<name>.json and .html, or
  * DIR/experiments.json and .html for --all.
@@ -20,7 +21,7 @@ const { runScenario, environment } = require('./harness')
 const { CONTENDER_NAMES } = require('./contenders')
 const { renderReport, headline } = require('./report')
 
-const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--rate-scale X] [--contenders ${CONTENDER_NAMES.join(',')}] [--strategy-options JSON] [--load-metric cost|requests] [--frontend-options JSON] [--app-options JSON] [--out DIR]
+const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--rate-scale X] [--store-latency-ms N] [--contenders ${CONTENDER_NAMES.join(',')}] [--strategy-options JSON] [--load-metric cost|requests] [--frontend-options JSON] [--app-options JSON] [--out DIR]
        node bench/experiments/run.js --report DIR/experiments.json   (rebuild the HTML)
        node bench/experiments/run.js --list`
 
@@ -33,6 +34,7 @@ async function main (argv) {
       list: { type: 'boolean', default: false },
       'time-scale': { type: 'string', default: '1' },
       'rate-scale': { type: 'string', default: '1' },
+      'store-latency-ms': { type: 'string' },
       contenders: { type: 'string' },
       'strategy-options': { type: 'string' },
       'load-metric': { type: 'string' },
@@ -59,6 +61,8 @@ async function main (argv) {
   if (!(timeScale > 0)) throw usageError(`--time-scale: expected a number > 0, got ${JSON.stringify(values['time-scale'])}`)
   const rateScale = Number(values['rate-scale'])
   if (!(rateScale > 0 && rateScale <= 1)) throw usageError(`--rate-scale: expected a number > 0 and <= 1, got ${JSON.stringify(values['rate-scale'])}`)
+  const storeLatency = values['store-latency-ms'] === undefined ? undefined : Number(values['store-latency-ms'])
+  if (storeLatency !== undefined && !(storeLatency >= 0 && storeLatency <= 1000)) throw usageError(`--store-latency-ms: expected a number of ms from 0 to 1000, got ${JSON.stringify(values['store-latency-ms'])}`)
   const contenders = values.contenders ? values.contenders.split(',').map((s) => s.trim()) : CONTENDER_NAMES
   const extra = jsonObjectFlag(values, 'strategy-options')
   const frontendOptions = jsonObjectFlag(values, 'frontend-options')
@@ -68,7 +72,7 @@ async function main (argv) {
   if (metric !== undefined && !['cost', 'requests'].includes(metric)) throw usageError(`--load-metric: expected cost or requests, got ${JSON.stringify(metric)}`)
   const scenarios = names.map((n) => loadScenario(n)).map((s) => ({
     ...s,
-    experiment: { ...s.experiment, strategyOptions: { ...s.experiment.strategyOptions, ...extra }, ...(metric ? { loadMetric: metric } : {}), frontendOptions, appOptions: { ...s.experiment.appOptions, ...appOptions } }
+    experiment: { ...s.experiment, ...(storeLatency === undefined ? {} : { storeLatencyMs: storeLatency }), strategyOptions: { ...s.experiment.strategyOptions, ...extra }, ...(metric ? { loadMetric: metric } : {}), frontendOptions, appOptions: { ...s.experiment.appOptions, ...appOptions } }
   }))
   const command = ['npm run', values.all ? 'experiments' : 'experiment --', ...(values.all ? [] : names), ...(argv.filter((a) => a.startsWith('--') && a !== '--all'))].join(' ').replace(/ +/g, ' ')
   const doc = { tool: 'chopper-experiments', version: 1, command: `node bench/experiments/run.js ${argv.join(' ')}`, npmCommand: command, startedAt: new Date().toISOString(), environment: environment(), scenarios: [] }

@@ -30,6 +30,10 @@ const EXPERIMENT_DEFAULTS = Object.freeze({
   preload: false, // KV: set every key once before measuring, so gets find a value
   missingKeys: 'error', // KV: 'miss' counts a GET of a key nobody wrote (404) as a cache miss, not an error (large key sets, no preload)
   preloadRate: 300, // req/s of the preload (writes cost the most; stay under capacity)
+  // KV: real time dynalite waits before answering each request (bench/lib/dynalite-child.js), for
+  // DynamoDB's round trip from an instance (a few ms; dynalite on the loopback answers in under one).
+  // Every contender's app servers wait it alike; the capacity model's kvStoreMs is the modelled server's busy time, not this.
+  storeLatencyMs: 0,
   // JIT warm-up of each contender's fresh processes, not measured: this long of the first
   // phase's request mix, at this share of its rate, over keys outside the scenario's own
   // (warmupWorkload), so no measured key is cached by it. 0 s: none
@@ -61,6 +65,7 @@ function validateScenario (input, name) {
   if (!['phases', 'rising'].includes(e.kind)) fail('kind', "'phases' or 'rising'")
   for (const k of ['servers', 'frontends']) if (!Number.isInteger(e[k]) || e[k] < 1 || e[k] > 16) fail(k, 'an integer from 1 to 16')
   for (const k of ['periodMs', 'preloadRate', 'sloMs', 'connections', 'timeoutMs']) if (!(typeof e[k] === 'number' && e[k] > 0)) fail(k, 'a number > 0')
+  if (!(typeof e.storeLatencyMs === 'number' && e.storeLatencyMs >= 0 && e.storeLatencyMs <= 1000)) fail('storeLatencyMs', 'a number of ms from 0 to 1000')
   if (!(typeof e.imbalanceTarget === 'number' && e.imbalanceTarget >= 1)) fail('imbalanceTarget', 'a number >= 1')
   if (!(typeof e.sustainedShare === 'number' && e.sustainedShare > 0 && e.sustainedShare <= 1)) fail('sustainedShare', 'a fraction in (0, 1]')
   if (typeof e.preload !== 'boolean') fail('preload', 'a boolean')
@@ -165,7 +170,8 @@ function scaleRate ({ experiment, workload }, rateScale) {
       capacity: resolveCapacityOptions({ ...c, computeMsPerMillionOps: c.computeMsPerMillionOps / rateScale, kvHitMs: c.kvHitMs / rateScale, kvStoreMs: c.kvStoreMs / rateScale }),
       sloMs: experiment.sloMs / rateScale,
       timeoutMs: Math.round(experiment.timeoutMs / rateScale),
-      preloadRate: experiment.preloadRate * rateScale
+      preloadRate: experiment.preloadRate * rateScale,
+      storeLatencyMs: experiment.storeLatencyMs / rateScale
     },
     workload: validateSpec({ ...workload, phases: workload.phases.map((p) => ({ ...p, rate: p.rate * rateScale })) })
   }

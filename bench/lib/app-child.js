@@ -100,7 +100,7 @@ serveChild({
 /** kv-cache's invalidations by reason, fenced and not-primary writes, store errors: for the report. */
 async function kvCounters (registry) {
   const out = {}
-  for (const name of ['chopper_kv_cache_invalidations_total', 'chopper_kv_fenced_writes_total', 'chopper_kv_not_primary_total', 'chopper_kv_store_errors_total', 'chopper_kv_held_reads_total', 'chopper_kv_writer_asks_total', 'chopper_kv_shared_reads_total', 'chopper_kv_cache_hits_total', 'chopper_kv_cache_misses_total']) {
+  for (const name of ['chopper_kv_cache_invalidations_total', 'chopper_kv_fenced_writes_total', 'chopper_kv_not_primary_total', 'chopper_kv_store_errors_total', 'chopper_kv_held_reads_total', 'chopper_kv_writer_asks_total', 'chopper_kv_shared_reads_total', 'chopper_kv_batched_writes_total', 'chopper_kv_cache_hits_total', 'chopper_kv_cache_misses_total']) {
     const m = registry.getSingleMetric(name)
     if (!m) continue
     for (const v of (await m.get()).values) out[`${name.slice('chopper_kv_'.length, -'_total'.length)}${Object.keys(v.labels).length ? JSON.stringify(v.labels) : ''}`] = v.value

@@ -192,6 +192,10 @@ describe('experiments harness', () => {
     const half = scaleRate(s, 0.5)
     expect(half.experiment.capacity).toEqual(expect.objectContaining({ kvHitMs: 6, kvStoreMs: 10 }))
     expect(half.experiment.preloadRate).toBe(s.experiment.preloadRate / 2)
+    expect(half.experiment.storeLatencyMs).toBe(0)
+    const slow = validateScenario({ experiment: { ...s.experiment, storeLatencyMs: 5 }, workload: s.workload }, 'slow-store')
+    expect(scaleRate(slow, 0.5).experiment.storeLatencyMs).toBe(10) // real time, scaled like the modelled times
+    for (const bad of [-1, 2000, '5']) expect(() => validateScenario({ experiment: { ...s.experiment, storeLatencyMs: bad }, workload: s.workload }, 'bad')).toThrow(/invalid experiment.storeLatencyMs/)
     expect(half.workload.phases.map((p) => p.rate)).toEqual(s.workload.phases.map((p) => p.rate / 2))
     expect(modelledCapacity(half.experiment, half.workload).total).toBe(modelledCapacity(s.experiment, s.workload).total / 2)
     for (const bad of [0, -1, 1.5, NaN, '0.5']) expect(() => scaleRate(s, bad)).toThrow(/invalid rateScale/)
