@@ -67,6 +67,7 @@ async function create (options = {}) {
       batchWrites: o.batchWrites,
       pipelineReleases: o.pipelineReleases,
       heldReads: o.heldReads,
+      heldReadWaitMs: o.heldReadWaitMs,
       heldReadTimeoutMs: o.fenceTimeoutMs,
       serverId: o.serverId,
       replicaDropped: (id, slice, generation) => newest.dropped(id, slice, generation),

@@ -90,7 +90,7 @@ class KvService {
     if (!HELD_READS.includes(heldReads)) throw new InvalidArgumentError(`invalid heldReads: expected one of ${HELD_READS.join(', ')}, got ${JSON.stringify(heldReads)}`)
     this.store = store
     this.replicaDropped = replicaDropped
-    this.heldReadWaitMs = heldReadWaitMs // wait: a read of a held key waits this long for the write, then reads DynamoDB
+    this.heldReadWaitMs = heldReadWaitMs // a read of a held key waits this long for the write, then reads DynamoDB (wait) or asks the writer (ask)
     this.heldReads = heldReads
     this.heldReadTimeoutMs = heldReadTimeoutMs
     this.cache = cache
@@ -135,8 +135,13 @@ class KvService {
   /**
    * @returns {Promise<{ value: Buffer, contentType: string, ver: bigint, cached: boolean } | null>}
    */
-  async get (key, sliceKey) {
-    if (this.holds.held(key) && this.heldReads === 'ask') return this.#askedRead(key, sliceKey)
+  get (key, sliceKey) {
+    return this.#get(key, sliceKey, false)
+  }
+
+  /** `waited`: (ask) this read already waited heldReadWaitMs for a release once; it asks at once now. */
+  async #get (key, sliceKey, waited) {
+    if (this.holds.held(key) && this.heldReads === 'ask') return this.#askedRead(key, sliceKey, waited)
     // wait: a write holds the key for a few ms (its DynamoDB write and the
     // release round trip): wait for it rather than miss. After the release the
     // cache has the written value, so the read is a hit ordered after the write.
@@ -154,7 +159,7 @@ class KvService {
       this.#cacheFailed('get', err)
     }
     // A hold that arrived while the cache answered: the entry may be older than the write.
-    if (this.holds.held(key)) return this.heldReads === 'ask' ? this.#askedRead(key, sliceKey) : this.#heldRead(key)
+    if (this.holds.held(key)) return this.heldReads === 'ask' ? this.#askedRead(key, sliceKey, waited) : this.#heldRead(key)
     if (entry && entry.contentType === FENCE_TYPE) {
       entry = null // a fence: nothing cached, but it refuses fills older than the write it fences
     } else if (entry) {
@@ -170,23 +175,31 @@ class KvService {
     const { item, poisoned } = await this.queue.read(key, () => this.#fill(key, sliceKey, entry !== null))
     // ask: a hold overtook the fill, whose DynamoDB read may have seen the
     // write before its writer serves it; the writer decides.
-    if (poisoned && this.heldReads === 'ask') return this.#askedRead(key, sliceKey)
+    if (poisoned && this.heldReads === 'ask') return this.#askedRead(key, sliceKey, waited)
     return item && { value: item.value, contentType: item.contentType, ver: item.ver, cached: false, shared }
   }
 
   /**
-   * heldReads ask: a read of a key another server's write holds here is
-   * answered by that writer (the newest hold's), which vouches for our cached
-   * version or sends its value. Reads share an ask issued after they arrived
+   * heldReads ask: a read of a key another server's write holds here waits
+   * up to heldReadWaitMs for the release (once: a read that waited asks at
+   * once if it finds the key held again), and is then answered by that
+   * writer (the newest hold's), which vouches for our cached version or
+   * sends its value. Reads share an ask issued after they arrived
    * (read-batches.js). A writer that is gone lets us read DynamoDB; one that
    * does not answer is asked again after waiting up to heldReadWaitMs for the
    * release, until heldReadTimeoutMs (then 503). A hold of this server's own
    * (a write whose outcome is unknown) reads DynamoDB.
    */
-  async #askedRead (key, sliceKey) {
+  async #askedRead (key, sliceKey, waited) {
+    const writer = this.holds.newest(key)
+    const foreign = writer !== undefined && writer.from !== null
+    if (!waited && foreign && this.heldReadWaitMs > 0 && (await this.holds.waitLifted(key, this.heldReadWaitMs))) {
+      this.metrics.heldReads.inc({ outcome: 'lifted' })
+      return this.#get(key, sliceKey, true)
+    }
     const deadline = performance.now() + this.heldReadTimeoutMs
     for (;;) {
-      if (!this.holds.held(key)) return this.get(key, sliceKey) // lifted meanwhile: as usual
+      if (!this.holds.held(key)) return this.#get(key, sliceKey, true) // lifted meanwhile: as usual
       const hold = this.holds.newest(key) || { from: null } // (a hold placed without its writer counts as our own)
       if (hold.from === null) {
         this.metrics.heldReads.inc({ outcome: 'store' })

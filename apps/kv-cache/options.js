@@ -49,6 +49,9 @@ const defaults = Object.freeze({
   // read DynamoDB; or 'ask' the writer, which vouches for the replica's cached
   // version or sends its value, without waiting for the write (kv-service.js).
   heldReads: 'wait',
+  // How long a read of a held key waits for the write's release before it
+  // reads DynamoDB (wait) or asks the writer (ask; 0: at once).
+  heldReadWaitMs: 100,
   // The shared cluster secret (docs/security.md): fence requests between
   // replicas are signed with it, and the fence route takes signed ones only.
   // undefined: fences are not authenticated (see the README's known limits).
@@ -89,6 +92,7 @@ function resolveOptions (options = {}) {
   if (typeof o.batchWrites !== 'boolean') fail('batchWrites', 'a boolean')
   if (typeof o.pipelineReleases !== 'boolean') fail('pipelineReleases', 'a boolean')
   if (!HELD_READS.includes(o.heldReads)) fail('heldReads', `one of ${HELD_READS.join(', ')}`)
+  if (!(Number.isInteger(o.heldReadWaitMs) && o.heldReadWaitMs >= 0 && o.heldReadWaitMs <= o.fenceTimeoutMs)) fail('heldReadWaitMs', 'an integer of milliseconds from 0 to fenceTimeoutMs')
   if (typeof o.serverId !== 'string' || !/^[A-Za-z0-9._-]+$/.test(o.serverId)) fail('serverId', 'a non-empty string of [A-Za-z0-9._-]')
   validateToken(o.clusterToken) // its message names the option, never the value
   if (o.registry !== undefined && !(o.registry instanceof Registry)) fail('registry', 'a prom-client Registry')

@@ -200,8 +200,8 @@ describe('kv-cache history with replicated slices', () => {
     expect(check.verdict).toBe('linearizable')
   }, 180000)
 
-  test('heldReads ask: per-key linearizable with replica sets changing under load, held reads answered by their writer', async () => {
-    const { ops, servedBy, askedWriter, check } = await runHistory({ changes: 40, seed: 4, hotShare: 0.5, heldReads: 'ask' })
+  test('heldReads ask (at once: heldReadWaitMs 0): per-key linearizable with replica sets changing under load, held reads answered by their writer', async () => {
+    const { ops, servedBy, askedWriter, check } = await runHistory({ changes: 40, seed: 4, hotShare: 0.5, heldReads: 'ask', heldReadWaitMs: 0 })
     expect(ops.filter((o) => o.op === 'get' && o.ok === true && o.value !== null).length).toBeGreaterThan(200)
     expect(servedBy.replica).toBeGreaterThan(100)
     expect(askedWriter).toBeGreaterThan(10)
@@ -210,10 +210,10 @@ describe('kv-cache history with replicated slices', () => {
   }, 180000)
 
   test('a hot key: writes that overlap go as one batch (one hold, one DynamoDB write), reads of it held by a write ask the writer, and the history stays linearizable', async () => {
-    const { ops, batched, askedWriter, check } = await runHistory({ changes: 20, seed: 3, hotShare: 0.8, heldReads: 'ask' })
+    const { ops, batched, askedWriter, check } = await runHistory({ changes: 20, seed: 3, hotShare: 0.8, heldReads: 'ask', heldReadWaitMs: 0 })
     expect(ops.filter((o) => o.key === KEYS[0] && o.op !== 'get' && o.ok === true).length).toBeGreaterThan(50)
     expect(batched).toBeGreaterThan(5)
-    expect(askedWriter).toBeGreaterThan(10) // heldReads ask: the writer answered them
+    expect(askedWriter).toBeGreaterThan(10) // heldReads ask at once: the writer answered them
     expect(check.violations).toEqual([])
     expect(check.verdict).toBe('linearizable')
     // batchWrites: false, the same run: every write on its own

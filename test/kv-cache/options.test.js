@@ -26,6 +26,8 @@ describe('kv-cache options', () => {
     [{ batchWrites: 1 }, /invalid batchWrites: expected a boolean/],
     [{ pipelineReleases: 'no' }, /invalid pipelineReleases: expected a boolean/],
     [{ heldReads: 'peek' }, /invalid heldReads: expected one of wait, ask/],
+    [{ heldReadWaitMs: -1 }, /invalid heldReadWaitMs: expected an integer of milliseconds from 0 to fenceTimeoutMs/],
+    [{ heldReadWaitMs: 5000 }, /invalid heldReadWaitMs/],
     [{ serverId: 'a b' }, /invalid serverId/],
     [{ registry: {} }, /invalid registry: expected a prom-client Registry, got an object/]
   ])('%j is rejected naming the option', (bad, message) => {

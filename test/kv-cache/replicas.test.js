@@ -17,7 +17,7 @@ const { StoreUnavailableError } = require('../../core/errors')
 
 const TABLE = 'kv-replicas'
 const GEN = 5
-const ASK = { heldReads: 'ask' }
+const ASK = { heldReads: 'ask', heldReadWaitMs: 0 } // ask at once (the default waits 100 ms for the release first)
 const putText = (url, value) => call(url, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: value })
 
 function gate () {
@@ -201,6 +201,27 @@ describe('kv-cache with replicated slices', () => {
     expect(B.kv.service.holds.held('k30')).toBe(true) // still held: nothing was lifted to answer
   })
 
+  test('heldReads ask: a held read first waits up to heldReadWaitMs for the release (served without asking when it comes), then asks the writer', async () => {
+    const { nodes: { A, B }, servers } = await replicaSet({ options: { heldReads: 'ask', heldReadWaitMs: 300 } })
+    expect((await putText(kvUrl(A.url, 'k36'), 'v1')).status).toBe(204)
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' })
+    const id = await holdFor(B, 'k36', 'A', servers.A.url)
+    let read = null
+    get(B, 'k36').then((r) => { read = r })
+    await pollUntil(() => B.kv.service.holds.waiters.has('k36'), { what: 'the read to wait for the release' })
+    await B.kv.service.release('k36', sliceKey('k36'), id) // an abort: lifted, B's v1 stands
+    await pollUntil(() => read !== null, { what: 'the read, once lifted' })
+    expect(read).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
+    expect(await registryValue(B.registry, 'chopper_kv_held_reads_total', { outcome: 'lifted' })).toBe(1)
+    expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total')).toBe(0)
+    // no release: after heldReadWaitMs it asks
+    await holdFor(B, 'k36', 'A', servers.A.url)
+    const t0 = Date.now()
+    expect(await get(B, 'k36')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(290)
+    expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'current' })).toBe(1)
+  })
+
   test('heldReads ask: reads of a held key share an ask issued after they arrived: a burst costs fewer asks than reads', async () => {
     const { nodes: { A, B }, servers } = await replicaSet({ options: ASK })
     expect((await putText(kvUrl(A.url, 'k32'), 'v1')).status).toBe(204)
@@ -238,7 +259,7 @@ describe('kv-cache with replicated slices', () => {
       res.status(503).json({ error: { code: 'CHOPPER_ERR_STORE_UNAVAILABLE', message: 'busy' } })
       return true
     }
-    const { nodes: { A, B }, servers } = await replicaSet({ options: { heldReads: 'ask', fenceTimeoutMs: 400 }, intercept: { A: busy } })
+    const { nodes: { A, B }, servers } = await replicaSet({ options: { ...ASK, fenceTimeoutMs: 400 }, intercept: { A: busy } })
     expect((await putText(kvUrl(A.url, 'k34'), 'v1')).status).toBe(204)
     const storeGets = countStoreGets(B)
     const id = await holdFor(B, 'k34', 'A', servers.A.url)
