@@ -42,7 +42,8 @@ const HELD_READS = Object.freeze(['wait', 'ask'])
  * the holds with the new version and value, which each replica caches first.
  *
  * How a replica answers a read of a held key (`heldReads`):
- * - `ask`: it asks the writer (fence-client.js `ask`), which
+ * - `ask`: it waits up to `heldReadWaitMs` for the release, then asks the
+ *   writer (fence-client.js `ask`), which
  *   answers from its own read of the key: 204 when the replica's cached
  *   version is the writer's, else the writer's value. The writer does not
  *   hold itself: until its DynamoDB write returned and its cache has the new

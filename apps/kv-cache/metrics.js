@@ -21,7 +21,7 @@ function createMetrics (registry) {
     }),
     heldReads: new Counter({
       name: 'chopper_kv_held_reads_total',
-      help: 'GETs that arrived while a write held their key (key-holds.js), by how they were answered: writer (heldReads ask: the write\'s writer answered, from its own read of the key), store (read from DynamoDB, a miss: the writer is gone or is this server, or with heldReads wait still held after heldReadWaitMs), lifted (heldReads wait: waited until no write held it, then served as usual)',
+      help: 'GETs that arrived while a write held their key (key-holds.js), by how they were answered: writer (heldReads ask: the write\'s writer answered, from its own read of the key), store (read from DynamoDB, a miss: the writer is gone or is this server, or with heldReads wait still held after heldReadWaitMs), lifted (waited, at most heldReadWaitMs, until no write held it, then served as usual)',
       labelNames: ['outcome'],
       registers
     }),
