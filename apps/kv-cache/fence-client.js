@@ -22,9 +22,11 @@ const never = () => false
  * another within the replay window; without the headers, changed on the way.
  * The sender passes its own values, the receiver what it received.
  */
-function fenceContext ({ to, phase, fenceId, from, generation, version, contentType }) {
+function fenceContext ({ to, phase, fenceId, from, generation, version, contentType, heldReads }) {
   const v = (x) => (x === undefined ? '' : String(x))
-  return `kv-fence\nto:${v(to)}\nphase:${v(phase)}\nid:${v(fenceId)}\nfrom:${v(from)}\ngeneration:${v(generation)}\nversion:${v(version)}\ncontent-type:${v(contentType)}`
+  const base = `kv-fence\nto:${v(to)}\nphase:${v(phase)}\nid:${v(fenceId)}\nfrom:${v(from)}\ngeneration:${v(generation)}\nversion:${v(version)}\ncontent-type:${v(contentType)}`
+  // only when sent, so a fence without it signs as before this header existed
+  return heldReads === undefined ? base : `${base}\nheld-reads:${heldReads}`
 }
 
 /**
@@ -73,12 +75,13 @@ class FenceClient {
    * @param {'hold'|'release'|'abort'} phase
    * @param {{ id: string, url?: string }[]} targets the other replicas (url undefined: not known)
    * @param {{ key: string, generation: number, fenceId: string, version?: bigint, value?: Buffer, contentType?: string,
-   *   dropped?: (target: object) => boolean }} what
+   *   heldReads?: 'ask', dropped?: (target: object) => boolean }} what
+   *   heldReads (hold only): `X-KV-Held-Reads: ask`, the replica asks this writer for reads of the key while held
    *   value (release only): the written value, which the replica caches at `version` instead of a bare fence;
    *   dropped: whether the replica no longer needs this phase (never, when not given)
    * @returns {Promise<{ ok: object[], notAdmitted: object[], dropped: object[], failed: { target, reason }[] }>}
    */
-  async send (phase, targets, { key, generation, fenceId, version, value, contentType, dropped = never }) {
+  async send (phase, targets, { key, generation, fenceId, version, value, contentType, heldReads, dropped = never }) {
     if (!PHASES.includes(phase)) throw new InvalidArgumentError(`invalid fence phase: ${JSON.stringify(phase)}`)
     const deadline = Date.now() + this.timeoutMs
     const headers = {
@@ -88,10 +91,11 @@ class FenceClient {
       'x-kv-fence-from': this.serverId
     }
     if (version !== undefined) headers['x-kv-version'] = version.toString()
+    if (phase === 'hold' && heldReads !== undefined) headers['x-kv-held-reads'] = heldReads
     const body = phase === 'release' && value !== undefined ? value : undefined
     if (body !== undefined) headers['content-type'] = contentType
     const path = `${FENCE_PATH}?key=${encodeURIComponent(key)}`
-    const context = (to) => fenceContext({ to, phase, fenceId, from: this.serverId, generation, version, contentType: headers['content-type'] })
+    const context = (to) => fenceContext({ to, phase, fenceId, from: this.serverId, generation, version, contentType: headers['content-type'], heldReads: headers['x-kv-held-reads'] })
     const results = await Promise.all(targets.map((t) => this.#one(t, path, headers, deadline, body, context, dropped)))
     const out = { ok: [], notAdmitted: [], dropped: [], failed: [] }
     results.forEach((r, i) => {

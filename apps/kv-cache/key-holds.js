@@ -85,15 +85,17 @@ class KeyHolds {
   }
 
   /**
-   * The `meta` of the newest hold on `key` (the last one added), or
-   * undefined when nothing holds it.
+   * The `meta` of the newest hold on `key` (the last one added) for which
+   * `test(meta)` is true (every hold when not given), or undefined.
+   * @param {string} key
+   * @param {(meta: any) => boolean} [test]
    */
-  newest (key) {
+  newest (key, test = () => true) {
     const ids = this.keys.get(key)
     if (!ids) return undefined
     let last
-    for (const h of ids.values()) last = h
-    return last.meta
+    for (const h of ids.values()) if (test(h.meta)) last = h.meta
+    return last
   }
 
   /** Whether a write other than `id` holds `key` now. */

@@ -41,7 +41,9 @@ const HELD_READS = Object.freeze(['wait', 'ask'])
  * into it. Only then does it write DynamoDB and its own cache; then it lifts
  * the holds with the new version and value, which each replica caches first.
  *
- * How a replica answers a read of a held key (`heldReads`):
+ * How a replica answers a read of a held key is the writer's choice (its
+ * `heldReads`, sent with each hold as `X-KV-Held-Reads`), so servers with
+ * different settings may share slices:
  * - `ask`: it waits up to `heldReadWaitMs` for the release, then asks the
  *   writer (fence-client.js `ask`), which
  *   answers from its own read of the key: 204 when the replica's cached
@@ -83,7 +85,7 @@ class KvService {
    *   a newer map settled the key's slice without it (newest-map.js). Default: never
    */
   /**
-   * @param {'ask'|'wait'} [options.heldReads] how a read of a key another server's write holds is answered (above)
+   * @param {'ask'|'wait'} [options.heldReads] how reads of a key this server's writes hold on the other replicas are answered (above)
    * @param {number} [options.heldReadTimeoutMs] heldReads ask: how long a read keeps asking a writer that does
    *   not answer (it waits up to heldReadWaitMs for the release between attempts), then fails with 503
    */
@@ -142,14 +144,15 @@ class KvService {
 
   /** `waited`: (ask) this read already waited heldReadWaitMs for a release once; it asks at once now. */
   async #get (key, sliceKey, waited) {
-    if (this.holds.held(key) && this.heldReads === 'ask') return this.#askedRead(key, sliceKey, waited)
+    if (this.holds.held(key) && this.#asks(key)) return this.#askedRead(key, sliceKey, waited)
     // wait: a write holds the key for a few ms (its DynamoDB write and the
     // release round trip): wait for it rather than miss. After the release the
     // cache has the written value, so the read is a hit ordered after the write.
     if (this.holds.held(key)) {
       if (!(await this.holds.waitLifted(key, this.heldReadWaitMs))) {
+        if (this.#asks(key)) return this.#askedRead(key, sliceKey, true) // an ask write's hold came meanwhile
         this.metrics.heldReads.inc({ outcome: 'store' })
-        return this.#heldRead(key)
+        return this.#heldRead(key, sliceKey)
       }
       this.metrics.heldReads.inc({ outcome: 'lifted' })
     }
@@ -160,7 +163,7 @@ class KvService {
       this.#cacheFailed('get', err)
     }
     // A hold that arrived while the cache answered: the entry may be older than the write.
-    if (this.holds.held(key)) return this.heldReads === 'ask' ? this.#askedRead(key, sliceKey, waited) : this.#heldRead(key)
+    if (this.holds.held(key)) return this.#asks(key) ? this.#askedRead(key, sliceKey, waited) : this.#heldRead(key, sliceKey)
     if (entry && entry.contentType === FENCE_TYPE) {
       entry = null // a fence: nothing cached, but it refuses fills older than the write it fences
     } else if (entry) {
@@ -174,9 +177,9 @@ class KvService {
     const shared = this.queue.readJoins(key)
     if (shared) this.metrics.sharedReads.inc({ with: 'fill' })
     const { item, poisoned } = await this.queue.read(key, () => this.#fill(key, sliceKey, entry !== null))
-    // ask: a hold overtook the fill, whose DynamoDB read may have seen the
-    // write before its writer serves it; the writer decides.
-    if (poisoned && this.heldReads === 'ask') return this.#askedRead(key, sliceKey, waited)
+    // An ask write's hold overtook the fill, whose DynamoDB read may have
+    // seen that write before its writer serves it: the writer decides.
+    if (poisoned === 'ask') return this.#askedRead(key, sliceKey, waited)
     return item && { value: item.value, contentType: item.contentType, ver: item.ver, cached: false, shared }
   }
 
@@ -192,20 +195,15 @@ class KvService {
    * (a write whose outcome is unknown) reads DynamoDB.
    */
   async #askedRead (key, sliceKey, waited) {
-    const writer = this.holds.newest(key)
-    const foreign = writer !== undefined && writer.from !== null
-    if (!waited && foreign && this.heldReadWaitMs > 0 && (await this.holds.waitLifted(key, this.heldReadWaitMs))) {
+    if (!waited && this.heldReadWaitMs > 0 && (await this.holds.waitLifted(key, this.heldReadWaitMs))) {
       this.metrics.heldReads.inc({ outcome: 'lifted' })
       return this.#get(key, sliceKey, true)
     }
     const deadline = performance.now() + this.heldReadTimeoutMs
     for (;;) {
-      if (!this.holds.held(key)) return this.#get(key, sliceKey, true) // lifted meanwhile: as usual
-      const hold = this.holds.newest(key) || { from: null } // (a hold placed without its writer counts as our own)
-      if (hold.from === null) {
-        this.metrics.heldReads.inc({ outcome: 'store' })
-        return this.#heldRead(key)
-      }
+      // lifted meanwhile, or only holds of wait writes left: as usual
+      const hold = this.holds.newest(key, isAsk)
+      if (hold === undefined) return this.#get(key, sliceKey, true)
       const left = deadline - performance.now()
       const { item: r } = await this.writerAsks.read(key, () => this.#askWriter(key, sliceKey, hold, Math.max(1, Math.round(left))))
       if (r.outcome === 'current' || r.outcome === 'value' || r.outcome === 'none') {
@@ -216,7 +214,7 @@ class KvService {
       }
       if (r.outcome === 'gone') {
         this.metrics.heldReads.inc({ outcome: 'store' })
-        return this.#heldRead(key)
+        return this.#heldRead(key, sliceKey)
       }
       const wait = deadline - performance.now()
       if (wait <= 0) {
@@ -249,20 +247,48 @@ class KvService {
    * answering would mean asking in turn, and two writers could ask each other.
    */
   async answerAsk (key, sliceKey) {
-    const hold = this.holds.newest(key)
-    if (hold && hold.from !== null) throw new KeyHeldError(`key ${JSON.stringify(key)} is held here by a write of server ${hold.from}; ask again after its release`)
+    const hold = this.holds.newest(key, (m) => m !== undefined && m.from !== null)
+    if (hold !== undefined) throw new KeyHeldError(`key ${JSON.stringify(key)} is held here by a write of server ${hold.from}; ask again after its release`)
     return this.get(key, sliceKey)
   }
 
   /**
    * A read of a held key: to DynamoDB, nothing cached, no read shared with a
    * fill; it shares only a store read issued after it arrived (read-batches.js).
+   * An ask write's hold that overtakes the store read sends the read to that
+   * writer, as for a fill.
    */
-  async #heldRead (key) {
+  async #heldRead (key, sliceKey) {
     this.metrics.misses.inc()
-    const { item, shared } = await this.heldStoreReads.read(key, () => this.#storeOp('get', () => this.store.get(key)))
+    const { item: r, shared } = await this.heldStoreReads.read(key, () => this.#poisonable(key, () => this.#storeOp('get', () => this.store.get(key))))
+    if (r.poisoned === 'ask') return this.#askedRead(key, sliceKey, true)
+    const item = r.item
     if (shared) this.metrics.sharedReads.inc({ with: 'held' })
     return item && { value: item.value, contentType: item.contentType, ver: item.ver, cached: false, shared }
+  }
+
+  /**
+   * Run the store read `fn` of `key`, noting whether a hold arrived while it
+   * ran: `poisoned` is false, 'wait', or 'ask' (a hold of an ask write came:
+   * the read may have seen that write before its writer serves it).
+   * @returns {Promise<{ item: object|null, poisoned: false|'wait'|'ask' }>}
+   */
+  async #poisonable (key, fn) {
+    const read = { poisoned: false }
+    let reads = this.fills.get(key)
+    if (!reads) this.fills.set(key, (reads = new Set()))
+    reads.add(read)
+    try {
+      return { item: await fn(), poisoned: read.poisoned }
+    } finally {
+      reads.delete(read)
+      if (reads.size === 0 && this.fills.get(key) === reads) this.fills.delete(key)
+    }
+  }
+
+  /** Whether a hold of an ask write (its reads ask the writer) holds `key` here. */
+  #asks (key) {
+    return this.holds.newest(key, isAsk) !== undefined
   }
 
   async #fill (key, sliceKey, sawStale) {
@@ -271,19 +297,9 @@ class KvService {
     const tag = this.epochs.now()
     // A hold that arrives while DynamoDB answers poisons the fill: the write it
     // announces may land before our (older) value would reach the cache.
-    const fill = { poisoned: false }
-    let fills = this.fills.get(key)
-    if (!fills) this.fills.set(key, (fills = new Set()))
-    fills.add(fill)
-    let item
-    try {
-      item = await this.#storeOp('get', () => this.store.get(key))
-    } finally {
-      fills.delete(fill)
-      if (fills.size === 0 && this.fills.get(key) === fills) this.fills.delete(key)
-    }
-    if (fill.poisoned) return { item, poisoned: true }
-    const done = { item, poisoned: false }
+    const done = await this.#poisonable(key, () => this.#storeOp('get', () => this.store.get(key)))
+    if (done.poisoned) return done
+    const item = done.item
     if (this.holds.held(key)) return done
     if (!this.cache.healthy) return done // degraded: the fill would only fail
     try {
@@ -408,6 +424,7 @@ class KvService {
     if (replicas.length === 0 || this.fencer === null) return { value: await fn(), after: null }
     const fenceId = this.fenceIds + (this.fenceSeq++).toString(36)
     const what = { key, generation, fenceId, dropped: (target) => this.replicaDropped(target.id, sliceKey, generation) }
+    if (this.heldReads === 'ask') what.heldReads = 'ask'
     const t0 = performance.now()
     const ask = this.heldReads === 'ask'
     // ask: the writer serves the old value until its write took effect here (class comment)
@@ -472,18 +489,21 @@ class KvService {
    * Replica side, first phase (and the primary's own): hold `key` for write
    * `fenceId` of server `from` (null: this server's own write). From now on
    * this server neither serves `key` from its cache on its own word nor fills
-   * it. A replica that asks the writer (heldReads ask) keeps its cached entry,
-   * for the writer to vouch for; otherwise the entry is dropped.
-   * @param {{ from?: string|null, url?: string, generation?: number }} [writer] the writing server, its data URL
-   *   (where a held read asks it) and the generation its write was admitted under
+   * it. For the hold of an ask write (its reads ask the writer) a replica
+   * keeps its cached entry, for the writer to vouch for; otherwise the entry
+   * is dropped.
+   * @param {{ from?: string|null, url?: string, generation?: number, heldReads?: 'wait'|'ask' }} [writer] the writing
+   *   server, its data URL (where a held read asks it), the generation its write was admitted under, and how it
+   *   wants reads of the key answered while held (X-KV-Held-Reads)
    */
-  async hold (key, sliceKey, fenceId, { from = null, url, generation = 0 } = {}) {
-    this.holds.add(key, fenceId, { sliceKey, from, url, generation, fenceId })
-    const fills = this.fills.get(key)
-    if (fills) for (const f of fills) f.poisoned = true
+  async hold (key, sliceKey, fenceId, { from = null, url, generation = 0, heldReads = 'wait' } = {}) {
+    const ask = heldReads === 'ask' && from !== null
+    this.holds.add(key, fenceId, { sliceKey, from, url, generation, fenceId, heldReads: ask ? 'ask' : 'wait' })
+    const reads = this.fills.get(key)
+    if (reads) for (const r of reads) if (r.poisoned !== 'ask') r.poisoned = ask ? 'ask' : 'wait'
     this.queue.cut(key) // later reads must not share a DynamoDB read that began before the hold
     // A lapse drops the entry (onLapse) before anything is served from it again.
-    if (this.heldReads === 'ask' && from !== null) return
+    if (ask) return
     try {
       await this.cache.del(key, sliceKey)
     } catch (err) {
@@ -607,6 +627,11 @@ class KvService {
     await Promise.all([...this.drops, ...this.releases])
     this.holds.clear()
   }
+}
+
+/** A hold whose writer's reads ask it (kv-service.js heldReads: ask). */
+function isAsk (meta) {
+  return meta !== undefined && meta !== null && meta.heldReads === 'ask'
 }
 
 module.exports = { KvService, FENCE_TYPE, HELD_READS }

@@ -189,7 +189,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
   }, async (req, res) => {
     if (fenceVerifier) verifyFence(req)
     const { key, slice } = keyOf(req)
-    const { phase, fenceId, version } = fenceOf(req)
+    const { phase, fenceId, version, heldReads } = fenceOf(req)
     const gen = Number(req.headers['x-chopper-generation'])
     // Plausible versions only: not of a generation this server has not reached, so a
     // forged release cannot put an entry above the next real write's version. Pushes
@@ -228,7 +228,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
     }
     if (phase === 'hold') {
       const from = req.headers['x-kv-fence-from']
-      await service.hold(key, slice, fenceId, { from, url: urlOf(from, req), generation: gen })
+      await service.hold(key, slice, fenceId, { from, url: urlOf(from, req), generation: gen, heldReads })
     } else await service.release(key, slice, fenceId, phase === 'release' ? version : undefined, written)
     res.status(204).end()
   })
@@ -241,7 +241,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
         path: req.originalUrl,
         headers: h,
         rawBody: Buffer.isBuffer(req.body) ? req.body : undefined,
-        context: fenceContext({ to: serverId, phase: h['x-kv-fence'], fenceId: h['x-kv-fence-id'], from: h['x-kv-fence-from'], generation: h['x-chopper-generation'], version: h['x-kv-version'], contentType: h['content-type'] })
+        context: fenceContext({ to: serverId, phase: h['x-kv-fence'], fenceId: h['x-kv-fence-id'], from: h['x-kv-fence-from'], generation: h['x-chopper-generation'], version: h['x-kv-version'], contentType: h['content-type'], heldReads: h['x-kv-held-reads'] })
       })
     } catch (err) {
       metrics.fencesRefused.inc()
@@ -278,12 +278,17 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
       // Not from the future either (the generation is checked by the caller, which may wait for it).
       if (clockOf(version) > BigInt(Date.now() + MAX_VERSION_AHEAD_MS) * 1000n) throw refuse('X-KV-Version is ahead of this server\'s clock')
     }
+    // How the writer of a hold wants reads of the key answered here while it holds it
+    // (kv-service.js heldReads): X-KV-Held-Reads: ask, else wait.
+    const asked = req.headers['x-kv-held-reads']
+    if (asked !== undefined && (phase !== 'hold' || asked !== 'ask')) throw refuse('X-KV-Held-Reads is ask, on a hold only')
+    const heldReads = asked === undefined ? 'wait' : 'ask'
     if (phase === READ_PHASE && req.headers['x-kv-version'] !== undefined) {
       const v = req.headers['x-kv-version']
       if (typeof v !== 'string' || !/^\d{1,32}$/.test(v)) throw refuse('X-KV-Version (the version the asking replica has cached) must be a decimal integer')
       version = BigInt(v)
     }
-    return { phase, fenceId, version }
+    return { phase, fenceId, version, heldReads }
   }
 
   router.use(jsonErrorHandler(logger))

@@ -34,11 +34,11 @@ describe('kv-cache with replicated slices', () => {
    * answer a request itself (return true) before the app sees it.
    * `withServers: false` leaves req.chopperServers unset (URLs from the hooks).
    */
-  async function replicaSet ({ ids = ['A', 'B', 'C'], options = {}, intercept = {}, withServers = true, admitGeneration = (req) => Math.max(GEN, Number(req.headers['x-chopper-generation']) || 0) } = {}) {
+  async function replicaSet ({ ids = ['A', 'B', 'C'], options = {}, nodeOptions = {}, intercept = {}, withServers = true, admitGeneration = (req) => Math.max(GEN, Number(req.headers['x-chopper-generation']) || 0) } = {}) {
     const servers = {}
     const nodes = {}
     for (const id of ids) {
-      const node = await env.h.standalone({ dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, serverId: id, ...options }, {
+      const node = await env.h.standalone({ dynamoEndpoint: env.dynamo.endpoint, table: TABLE, redisUrl: env.redis.url, serverId: id, ...options, ...nodeOptions[id] }, {
         middleware (req, res, next) {
           if (intercept[id] && intercept[id](req, res)) return
           // as the shard guard would: by default it admits a fence only once it has the writer's map
@@ -173,7 +173,7 @@ describe('kv-cache with replicated slices', () => {
 
   /** Hold `key` on `node` for a write of server `from` at `url`, as its hold fence would. */
   const holdFor = (node, key, from, url, id = `${from}:t:${Math.random().toString(36).slice(2)}`) =>
-    node.kv.service.hold(key, sliceKey(key), id, { from, url, generation: GEN }).then(() => id)
+    node.kv.service.hold(key, sliceKey(key), id, { from, url, generation: GEN, heldReads: 'ask' }).then(() => id)
   const countStoreGets = (node) => {
     const calls = []
     const get0 = node.kv.service.store.get.bind(node.kv.service.store)
@@ -220,6 +220,34 @@ describe('kv-cache with replicated slices', () => {
     expect(await get(B, 'k36')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
     expect(Date.now() - t0).toBeGreaterThanOrEqual(290)
     expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'current' })).toBe(1)
+  })
+
+  test('heldReads is the writer\'s choice, sent with its holds: a replica set to wait asks a writer set to ask, and one set to ask waits for a writer set to wait', async () => {
+    const { nodes: { A, B }, servers } = await replicaSet({ ids: ['A', 'B'], nodeOptions: { A: ASK, B: { heldReads: 'wait', heldReadWaitMs: 50 } } })
+    // A (ask) writes: its hold tells B to ask; B keeps its cached entry and A vouches for it
+    expect((await putText(kvUrl(A.url, 'k37'), 'v1')).status).toBe(204)
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' })
+    const bGets = countStoreGets(B)
+    const landed = gate()
+    const resume = gate()
+    const realPut = A.kv.service.store.put.bind(A.kv.service.store)
+    A.kv.service.store.put = async (...args) => { const v = await realPut(...args); landed.open(); await resume.p; return v }
+    const w = putText(kvUrl(A.url, 'k37'), 'v2')
+    await landed.p
+    expect(B.kv.service.holds.held('k37')).toBe(true)
+    expect(await get(B, 'k37')).toEqual({ status: 200, body: 'v1', outcome: 'hit' }) // not DynamoDB's v2: A has not served it
+    expect(bGets).toEqual([])
+    expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'current' })).toBe(1)
+    resume.open()
+    expect((await w).status).toBe(204)
+    A.kv.service.store.put = realPut
+    // a write of B's (wait) holds A, set to ask: A waits (heldReadWaitMs 0 here), then reads DynamoDB
+    await pollUntil(() => !B.kv.service.holds.held('k37'), { what: 'the release of v2' })
+    await A.kv.service.hold('k37', sliceKey('k37'), 'B:t:1', { from: 'B', url: servers.B.url, generation: GEN })
+    const aGets = countStoreGets(A)
+    expect(await get(A, 'k37')).toEqual({ status: 200, body: 'v2', outcome: 'miss' })
+    expect(aGets).toEqual(['k37'])
+    expect(await registryValue(A.registry, 'chopper_kv_held_reads_total', { outcome: 'store' })).toBe(1)
   })
 
   test('heldReads ask: reads of a held key share an ask issued after they arrived: a burst costs fewer asks than reads', async () => {
