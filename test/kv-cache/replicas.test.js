@@ -550,7 +550,9 @@ describe('kv-cache with replicated slices', () => {
       { ...ok, 'x-kv-fence-from': 'B' },
       { ...ok, 'x-kv-fence': 'wipe' },
       { ...ok, 'x-kv-fence': 'release' }, // no version
-      { ...ok, 'x-kv-fence': 'release', 'x-kv-version': '99' + '0'.repeat(16) } // generation 99, not 5
+      { ...ok, 'x-kv-fence': 'release', 'x-kv-version': '99' + '0'.repeat(16) }, // generation 99, not 5
+      { ...ok, 'x-kv-held-reads': 'maybe' },
+      { ...ok, 'x-kv-fence': 'abort', 'x-kv-held-reads': 'ask' }
     ]
     for (const headers of bad) {
       for (const k of Object.keys(headers)) if (headers[k] === undefined) delete headers[k]
