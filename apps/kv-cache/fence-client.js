@@ -84,12 +84,7 @@ class FenceClient {
   async send (phase, targets, { key, generation, fenceId, version, value, contentType, heldReads, dropped = never }) {
     if (!PHASES.includes(phase)) throw new InvalidArgumentError(`invalid fence phase: ${JSON.stringify(phase)}`)
     const deadline = Date.now() + this.timeoutMs
-    const headers = {
-      'x-chopper-generation': String(generation),
-      'x-kv-fence': phase,
-      'x-kv-fence-id': fenceId,
-      'x-kv-fence-from': this.serverId
-    }
+    const headers = this.#headers(phase, generation, fenceId)
     if (version !== undefined) headers['x-kv-version'] = version.toString()
     if (phase === 'hold' && heldReads !== undefined) headers['x-kv-held-reads'] = heldReads
     const body = phase === 'release' && value !== undefined ? value : undefined
@@ -187,12 +182,7 @@ class FenceClient {
   }
 
   async #ask (target, { key, generation, fenceId, have, timeoutMs }) {
-    const headers = {
-      'x-chopper-generation': String(generation),
-      'x-kv-fence': READ_PHASE,
-      'x-kv-fence-id': fenceId,
-      'x-kv-fence-from': this.serverId
-    }
+    const headers = this.#headers(READ_PHASE, generation, fenceId)
     if (have !== undefined) headers['x-kv-version'] = have.toString()
     try {
       const url = new URL(target.url + `${FENCE_PATH}?key=${encodeURIComponent(key)}`)
@@ -220,6 +210,16 @@ class FenceClient {
       // Refused: nothing listens there, so nothing serves the key from that writer's cache.
       if (err.code === 'ECONNREFUSED') return { outcome: 'gone' }
       return { outcome: 'unsure', reason: err.code || err.message }
+    }
+  }
+
+  /** The headers every fence request carries. */
+  #headers (phase, generation, fenceId) {
+    return {
+      'x-chopper-generation': String(generation),
+      'x-kv-fence': phase,
+      'x-kv-fence-id': fenceId,
+      'x-kv-fence-from': this.serverId
     }
   }
 

@@ -26,6 +26,32 @@ function gate () {
   return { p, open }
 }
 
+/**
+ * `node`'s DynamoDB puts, once applied, wait for `resume()` before they
+ * return: `landed` resolves when one has been applied; `restore()` undoes it.
+ */
+function stallPutsAfterLanding (node) {
+  const landed = gate()
+  const resume = gate()
+  const store = node.kv.service.store
+  const realPut = store.put.bind(store)
+  store.put = async (...args) => {
+    const ver = await realPut(...args)
+    landed.open()
+    await resume.p
+    return ver
+  }
+  return { landed: landed.p, resume: resume.open, restore: () => { store.put = realPut } }
+}
+
+/** The keys `node` reads from DynamoDB from now on. */
+function countStoreGets (node) {
+  const calls = []
+  const get0 = node.kv.service.store.get.bind(node.kv.service.store)
+  node.kv.service.store.get = (key) => { calls.push(key); return get0(key) }
+  return calls
+}
+
 describe('kv-cache with replicated slices', () => {
   const env = useKvStack()
 
@@ -85,23 +111,14 @@ describe('kv-cache with replicated slices', () => {
     for (const n of [A, B, C]) await get(n, 'k2')
     expect((await get(B, 'k2')).outcome).toBe('hit')
 
-    const landed = gate()
-    const release = gate()
-    const store = A.kv.service.store
-    const realPut = store.put.bind(store)
-    store.put = async (...args) => {
-      const ver = await realPut(...args)
-      landed.open()
-      await release.p
-      return ver
-    }
+    const stall = stallPutsAfterLanding(A)
     const w = putText(kvUrl(A.url, 'k2'), 'new')
-    await landed.p
+    await stall.landed
     // A read that returns 'new' here, then one that returns 'old', would not be linearizable.
     for (const n of [B, C, A]) expect(await get(n, 'k2')).toEqual({ status: 200, body: 'new', outcome: 'miss' })
-    release.open()
+    stall.resume()
     expect((await w).status).toBe(204)
-    store.put = realPut
+    stall.restore()
     expect(await get(B, 'k2')).toMatchObject({ body: 'new' })
     expect(await get(B, 'k2')).toEqual({ status: 200, body: 'new', outcome: 'hit' })
   })
@@ -110,32 +127,19 @@ describe('kv-cache with replicated slices', () => {
     const { nodes: { A, B, C } } = await replicaSet({ options: ASK })
     await putText(kvUrl(A.url, 'k2'), 'old')
     await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
-    const storeGets = []
-    for (const n of [B, C]) {
-      const get0 = n.kv.service.store.get.bind(n.kv.service.store)
-      n.kv.service.store.get = (key) => { storeGets.push(key); return get0(key) }
-    }
-    const landed = gate()
-    const release = gate()
-    const store = A.kv.service.store
-    const realPut = store.put.bind(store)
-    store.put = async (...args) => {
-      const ver = await realPut(...args)
-      landed.open()
-      await release.p
-      return ver
-    }
+    const storeGets = [countStoreGets(B), countStoreGets(C)]
+    const stall = stallPutsAfterLanding(A)
     const w = putText(kvUrl(A.url, 'k2'), 'new')
-    await landed.p
+    await stall.landed
     expect(B.kv.service.holds.held('k2')).toBe(true)
     // DynamoDB has 'new', but nobody has served it: the write takes effect when the writer's returns
     for (const n of [B, C, A]) expect(await get(n, 'k2')).toEqual({ status: 200, body: 'old', outcome: 'hit' })
-    release.open()
+    stall.resume()
     expect((await w).status).toBe(204)
-    store.put = realPut
+    stall.restore()
     // answered before its releases: a replica still held asks the writer, which now has 'new'
     for (const n of [A, B, C]) expect((await get(n, 'k2')).body).toBe('new')
-    expect(storeGets).toEqual([]) // no replica read DynamoDB
+    expect(storeGets).toEqual([[], []]) // no replica read DynamoDB
     expect(await registryValue(B.registry, 'chopper_kv_held_reads_total', { outcome: 'writer' })).toBeGreaterThanOrEqual(1)
     expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'current' })).toBeGreaterThanOrEqual(1)
     expect(await registryValue(A.registry, 'chopper_kv_fences_received_total', { phase: 'read' })).toBeGreaterThanOrEqual(2)
@@ -174,12 +178,6 @@ describe('kv-cache with replicated slices', () => {
   /** Hold `key` on `node` for a write of server `from` at `url`, as its hold fence would. */
   const holdFor = (node, key, from, url, id = `${from}:t:${Math.random().toString(36).slice(2)}`) =>
     node.kv.service.hold(key, sliceKey(key), id, { from, url, generation: GEN, heldReads: 'ask' }).then(() => id)
-  const countStoreGets = (node) => {
-    const calls = []
-    const get0 = node.kv.service.store.get.bind(node.kv.service.store)
-    node.kv.service.store.get = (key) => { calls.push(key); return get0(key) }
-    return calls
-  }
 
   test('heldReads ask: a held read is answered by the writer, which vouches for the cached version (a hit) or sends its value (shared), or says there is none; no DynamoDB read; counted', async () => {
     const { nodes: { A, B }, servers } = await replicaSet({ options: ASK })
@@ -228,19 +226,16 @@ describe('kv-cache with replicated slices', () => {
     expect((await putText(kvUrl(A.url, 'k37'), 'v1')).status).toBe(204)
     await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' })
     const bGets = countStoreGets(B)
-    const landed = gate()
-    const resume = gate()
-    const realPut = A.kv.service.store.put.bind(A.kv.service.store)
-    A.kv.service.store.put = async (...args) => { const v = await realPut(...args); landed.open(); await resume.p; return v }
+    const stall = stallPutsAfterLanding(A)
     const w = putText(kvUrl(A.url, 'k37'), 'v2')
-    await landed.p
+    await stall.landed
     expect(B.kv.service.holds.held('k37')).toBe(true)
     expect(await get(B, 'k37')).toEqual({ status: 200, body: 'v1', outcome: 'hit' }) // not DynamoDB's v2: A has not served it
     expect(bGets).toEqual([])
     expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'current' })).toBe(1)
-    resume.open()
+    stall.resume()
     expect((await w).status).toBe(204)
-    A.kv.service.store.put = realPut
+    stall.restore()
     // a write of B's (wait) holds A, set to ask: A waits (heldReadWaitMs 0 here), then reads DynamoDB
     await pollUntil(() => !B.kv.service.holds.held('k37'), { what: 'the release of v2' })
     await A.kv.service.hold('k37', sliceKey('k37'), 'B:t:1', { from: 'B', url: servers.B.url, generation: GEN })
