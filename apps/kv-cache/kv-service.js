@@ -57,7 +57,8 @@ const HELD_READS = Object.freeze(['wait', 'ask'])
  *   connection, does not admit the slice, or a newer map dropped it: it
  *   serves nothing of the key) lets a replica read DynamoDB. A write whose
  *   outcome is unknown holds the writer itself until the lapse, so it and
- *   whoever asks it read DynamoDB meanwhile.
+ *   whoever asks it read DynamoDB meanwhile; so does a write that a replica
+ *   did not take the hold of (below, #replicated).
  * - `wait` (the default): the replica drops its entry when held, waits up to
  *   `heldReadWaitMs` for the release and then reads DynamoDB (strongly
  *   consistent, linearizable by itself); the writer holds itself too.
@@ -438,6 +439,10 @@ class KvService {
       }
       this.holds.remove(key, fenceId)
     }
+    // ask: a replica that did not take the hold (421: it does not admit the slice now, or a newer
+    // map dropped it) may still finish a read it admitted before, and fill it from DynamoDB after
+    // our write landed: so this write does not serve the old value meanwhile either (as with wait).
+    if (ask && (held.notAdmitted.length > 0 || held.dropped.length > 0)) await this.hold(key, sliceKey, fenceId)
     if (held.failed.length > 0) {
       const detail = held.failed.map((f) => `${f.target.id} (${f.reason})`).join(', ')
       this.metrics.replicatedWriteFailures.inc({ op, phase: 'hold' })

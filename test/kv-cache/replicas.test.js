@@ -220,6 +220,29 @@ describe('kv-cache with replicated slices', () => {
     expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'current' })).toBe(1)
   })
 
+  test('heldReads ask: a write that a replica did not take the hold of (421, or dropped) holds its writer too: a read the replica admitted before may fill from DynamoDB after the write landed', async () => {
+    const refuse = (req, res) => {
+      if (!isFence(req)) return false
+      res.status(421).json({ error: { code: 'CHOPPER_ERR_NOT_OWNER', message: 'not mine' } })
+      return true
+    }
+    const { nodes: { A, B } } = await replicaSet({ options: ASK, intercept: { C: refuse } })
+    expect((await putText(kvUrl(A.url, 'k38'), 'old')).status).toBe(204)
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
+    expect(await get(A, 'k38')).toEqual({ status: 200, body: 'old', outcome: 'hit' })
+    const stall = stallPutsAfterLanding(A)
+    const w = putText(kvUrl(A.url, 'k38'), 'new')
+    await stall.landed
+    expect(A.kv.service.holds.held('k38')).toBe(true)
+    // C could have served DynamoDB's 'new' already: nobody serves 'old' now
+    expect(await get(A, 'k38')).toEqual({ status: 200, body: 'new', outcome: 'miss' })
+    expect((await get(B, 'k38')).body).toBe('new') // asked A, which read DynamoDB
+    stall.resume()
+    expect((await w).status).toBe(204)
+    stall.restore()
+    expect(A.kv.service.holds.held('k38')).toBe(false)
+  })
+
   test('heldReads is the writer\'s choice, sent with its holds: a replica set to wait asks a writer set to ask, and one set to ask waits for a writer set to wait', async () => {
     const { nodes: { A, B }, servers } = await replicaSet({ ids: ['A', 'B'], nodeOptions: { A: ASK, B: { heldReads: 'wait', heldReadWaitMs: 50 } } })
     // A (ask) writes: its hold tells B to ask; B keeps its cached entry and A vouches for it
