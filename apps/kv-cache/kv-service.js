@@ -20,6 +20,7 @@ const FENCE_TYPE = ''
 const EMPTY = Buffer.alloc(0)
 /** How a replica answers a read of a key a write holds (the `heldReads` option). */
 const HELD_READS = Object.freeze(['wait', 'ask'])
+const NONE = Object.freeze([])
 
 /**
  * The look-aside cache logic of paper 6.1, independent of HTTP:
@@ -193,18 +194,21 @@ class KvService {
    * (read-batches.js). A writer that is gone lets us read DynamoDB; one that
    * does not answer is asked again after waiting up to heldReadWaitMs for the
    * release, until heldReadTimeoutMs (then 503). A hold of this server's own
-   * (a write whose outcome is unknown) reads DynamoDB.
+   * (a write whose outcome is unknown) reads DynamoDB. `skip`: writers this
+   * read found gone (their holds no longer count).
    */
-  async #askedRead (key, sliceKey, waited) {
+  async #askedRead (key, sliceKey, waited, skip = NONE) {
     if (!waited && this.heldReadWaitMs > 0 && (await this.holds.waitLifted(key, this.heldReadWaitMs))) {
       this.metrics.heldReads.inc({ outcome: 'lifted' })
       return this.#get(key, sliceKey, true)
     }
     const deadline = performance.now() + this.heldReadTimeoutMs
     for (;;) {
-      // lifted meanwhile, or only holds of wait writes left: as usual
-      const hold = this.holds.newest(key, isAsk)
-      if (hold === undefined) return this.#get(key, sliceKey, true)
+      const hold = this.#askHold(key, skip)
+      if (hold === undefined) {
+        // only the gone writer's hold: DynamoDB; lifted, or only holds of wait writes left: as usual
+        return skip.length > 0 && this.#asks(key) ? this.#heldRead(key, sliceKey, skip) : this.#get(key, sliceKey, true)
+      }
       const left = deadline - performance.now()
       const { item: r } = await this.writerAsks.read(key, () => this.#askWriter(key, sliceKey, hold, Math.max(1, Math.round(left))))
       if (r.outcome === 'current' || r.outcome === 'value' || r.outcome === 'none') {
@@ -215,7 +219,7 @@ class KvService {
       }
       if (r.outcome === 'gone') {
         this.metrics.heldReads.inc({ outcome: 'store' })
-        return this.#heldRead(key, sliceKey)
+        return this.#heldRead(key, sliceKey, [...skip, hold.from])
       }
       const wait = deadline - performance.now()
       if (wait <= 0) {
@@ -259,10 +263,10 @@ class KvService {
    * An ask write's hold that overtakes the store read sends the read to that
    * writer, as for a fill.
    */
-  async #heldRead (key, sliceKey) {
+  async #heldRead (key, sliceKey, skip = NONE) {
     this.metrics.misses.inc()
-    const { item: r, shared } = await this.heldStoreReads.read(key, () => this.#poisonable(key, () => this.#storeOp('get', () => this.store.get(key))))
-    if (r.poisoned === 'ask') return this.#askedRead(key, sliceKey, true)
+    const { item: r, shared } = await this.heldStoreReads.read(key, () => this.#poisonable(key, () => this.#storeOp('get', () => this.store.get(key)), skip))
+    if (r.poisoned === 'ask') return this.#askedRead(key, sliceKey, true, skip)
     const item = r.item
     if (shared) this.metrics.sharedReads.inc({ with: 'held' })
     return item && { value: item.value, contentType: item.contentType, ver: item.ver, cached: false, shared }
@@ -274,7 +278,11 @@ class KvService {
    * the read may have seen that write before its writer serves it).
    * @returns {Promise<{ item: object|null, poisoned: false|'wait'|'ask' }>}
    */
-  async #poisonable (key, fn) {
+  async #poisonable (key, fn, skip = NONE) {
+    // One that starts while an ask write holds the key (it waited its turn in a
+    // queue or batch) is poisoned from the start: that write may land first.
+    // `skip`: writers whose holds were found gone (they serve nothing of the key).
+    if (this.#asks(key, skip)) return { item: null, poisoned: 'ask' } // nothing to read: it asks instead
     const read = { poisoned: false }
     let reads = this.fills.get(key)
     if (!reads) this.fills.set(key, (reads = new Set()))
@@ -287,9 +295,14 @@ class KvService {
     }
   }
 
-  /** Whether a hold of an ask write (its reads ask the writer) holds `key` here. */
-  #asks (key) {
-    return this.holds.newest(key, isAsk) !== undefined
+  /** Whether a hold of an ask write (its reads ask the writer) holds `key` here, those of `skip` aside. */
+  #asks (key, skip = NONE) {
+    return this.#askHold(key, skip) !== undefined
+  }
+
+  /** The newest hold of an ask write on `key`, not of a server in `skip`. */
+  #askHold (key, skip = NONE) {
+    return this.holds.newest(key, (m) => isAsk(m) && !skip.includes(m.from))
   }
 
   async #fill (key, sliceKey, sawStale) {

@@ -289,13 +289,47 @@ describe('kv-cache with replicated slices', () => {
     const { nodes: { A, B }, servers } = await replicaSet({ options: ASK, intercept: { C: notMine } })
     expect((await putText(kvUrl(A.url, 'k33'), 'v1')).status).toBe(204)
     const storeGets = countStoreGets(B)
-    await holdFor(B, 'k33', 'A', `http://127.0.0.1:${await freePort()}`) // A's process is gone
+    const id = await holdFor(B, 'k33', 'A', `http://127.0.0.1:${await freePort()}`) // A's process is gone
     expect(await get(B, 'k33')).toEqual({ status: 200, body: 'v1', outcome: 'miss' })
+    await B.kv.service.release('k33', sliceKey('k33'), id) // (its hold lapses, in life)
     await holdFor(B, 'k33', 'C', servers.C.url) // C's write, and C no longer admits the slice
     expect(await get(B, 'k33')).toEqual({ status: 200, body: 'v1', outcome: 'miss' })
     expect(storeGets).toEqual(['k33', 'k33'])
     expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'gone' })).toBe(2)
     expect(await registryValue(B.registry, 'chopper_kv_held_reads_total', { outcome: 'store' })).toBe(2)
+    // both gone writers' holds standing: each is asked once, then one store read
+    await holdFor(B, 'k33', 'A', `http://127.0.0.1:${await freePort()}`)
+    expect(await get(B, 'k33')).toEqual({ status: 200, body: 'v1', outcome: 'miss' })
+    expect(storeGets).toEqual(['k33', 'k33', 'k33'])
+    expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'gone' })).toBe(4)
+  })
+
+  test('heldReads ask: a store read that an ask write\'s hold overtakes, or that starts after one (it waited in a batch), is not served: the read asks the writer', async () => {
+    const { nodes: { A, B }, servers } = await replicaSet({ options: ASK })
+    expect((await putText(kvUrl(A.url, 'k39'), 'v1')).status).toBe(204)
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' })
+    // a write of C's that waits (its hold says nothing): B's reads go to DynamoDB at once (heldReadWaitMs 0)
+    await B.kv.service.hold('k39', sliceKey('k39'), 'C:t:1', { from: 'C', url: servers.C.url, generation: GEN })
+    const read = gate()
+    const resume = gate()
+    const storeGets = []
+    const get0 = B.kv.service.store.get.bind(B.kv.service.store)
+    B.kv.service.store.get = async (key) => {
+      storeGets.push(key)
+      const item = await get0(key)
+      if (storeGets.length === 1) { read.open(); await resume.p }
+      return item
+    }
+    const first = get(B, 'k39') // its store read runs, stalled
+    await read.p
+    const second = get(B, 'k39') // waits for the next store read
+    await pollUntil(() => Boolean(B.kv.service.heldStoreReads.keys.get('k39')?.next), { what: 'the second read to wait its turn' })
+    await holdFor(B, 'k39', 'A', servers.A.url) // an ask write's hold overtakes both
+    resume.open()
+    // C's hold (a wait write's) dropped B's entry: A sent its value
+    for (const r of await Promise.all([first, second])) expect(r).toEqual({ status: 200, body: 'v1', outcome: 'shared' })
+    expect(storeGets).toEqual(['k39']) // the second never read DynamoDB
+    expect(await registryValue(A.registry, 'chopper_kv_fences_received_total', { phase: 'read' })).toBeGreaterThanOrEqual(1)
   })
 
   test('heldReads ask: a writer that does not answer is asked again after waiting for the release; a release ends the wait, and without one the read fails with 503 after heldReadTimeoutMs (fenceTimeoutMs)', async () => {
