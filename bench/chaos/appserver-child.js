@@ -77,7 +77,7 @@ const handlers = {
     const appModule = loadApp('kv-cache')
     started = await startApp(appModule, {
       id: config.id,
-      appOptions: { dynamoEndpoint: config.dynamoEndpoint, redisUrl: config.redisUrl, spawnRedis: false },
+      appOptions: { dynamoEndpoint: config.dynamoEndpoint, redisUrl: config.redisUrl, spawnRedis: false, ...(config.heldReads ? { heldReads: config.heldReads } : {}) },
       registry: new Registry(),
       logger,
       controllerUrl: config.controllerUrl,

@@ -13,13 +13,13 @@ const CHILD = path.join(__dirname, 'appserver-child.js')
  * (pino lines) goes to `logFile`.
  *
  * @param {{ id: string, controllerUrl: string, dynamoEndpoint: string, redisUrl: string,
- *   logFile: string, logLevel?: string, consistency?: 'strict'|'available', clusterToken?: string, startTimeoutMs?: number }} options
+ *   logFile: string, logLevel?: string, consistency?: 'strict'|'available', heldReads?: 'wait'|'ask', clusterToken?: string, startTimeoutMs?: number }} options
  *   consistency: undefined keeps kv-cache's own default (strict); clusterToken reaches the child over IPC, not argv or env
  * @returns {Promise<{ id, pid, url, controlUrl, exited: Promise<{code, signal}>, exitInfo: () => object|null,
  *   call: (type: string, timeoutMs?: number) => Promise<any>, signal: (sig: string) => void,
  *   waitExit: (timeoutMs: number) => Promise<{code, signal}>, close: () => Promise<void> }>}
  */
-async function startAppServerProcess ({ id, controllerUrl, dynamoEndpoint, redisUrl, logFile, logLevel = 'warn', consistency, clusterToken, startTimeoutMs = 30000 }) {
+async function startAppServerProcess ({ id, controllerUrl, dynamoEndpoint, redisUrl, logFile, logLevel = 'warn', consistency, heldReads, clusterToken, startTimeoutMs = 30000 }) {
   const log = fs.openSync(logFile, 'a')
   let child
   try {
@@ -96,7 +96,7 @@ async function startAppServerProcess ({ id, controllerUrl, dynamoEndpoint, redis
 
   let ready
   try {
-    ready = await call('start', { config: { id, controllerUrl, dynamoEndpoint, redisUrl, logLevel, consistency, clusterToken } }, startTimeoutMs)
+    ready = await call('start', { config: { id, controllerUrl, dynamoEndpoint, redisUrl, logLevel, consistency, heldReads, clusterToken } }, startTimeoutMs)
   } catch (err) {
     signal('SIGKILL')
     await exited

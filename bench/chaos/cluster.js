@@ -23,6 +23,7 @@ const defaults = Object.freeze({
   // Negative controls only (to check the bench can see a violation): undefined = the system's defaults.
   handoff: undefined, // controller: 'fenced' | 'none'
   consistency: undefined, // app servers: 'strict' | 'available'
+  heldReads: undefined, // app servers: kv-cache's heldReads; undefined keeps its default
   logDir: undefined, // required: controller, front end and app server logs go here
   logLevel: 'info', // controller and front ends (bench.log)
   appLogLevel: 'warn', // app servers (app-N.log)
@@ -146,6 +147,7 @@ async function startChaosCluster (options = {}) {
       logFile: path.join(opts.logDir, `${id}.log`),
       logLevel: opts.appLogLevel,
       consistency: opts.consistency,
+      heldReads: opts.heldReads,
       clusterToken
     })
     logger.info({ server: id, pid: m.proc.pid, incarnation: m.incarnation, url: m.proc.url }, 'chaos: app server process started')

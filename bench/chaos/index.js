@@ -38,6 +38,7 @@ const defaults = Object.freeze({
   // purpose to check that the bench sees the violations that follow.
   handoff: undefined, // controller handoff: 'fenced' | 'none'
   consistency: undefined, // app servers: 'strict' | 'available'
+  heldReads: undefined, // app servers: kv-cache's heldReads ('wait' | 'ask'); undefined keeps its default
   quick: false,
   logDir: undefined, // default: a fresh directory under the OS temp dir
   progress: () => {},
@@ -62,6 +63,7 @@ function resolveOptions (options) {
   for (const k of ['beforeMs', 'afterMs', 'seed']) posInt(k, 0)
   posInt('periodMs', 10)
   if (o.handoff !== undefined && !['fenced', 'none'].includes(o.handoff)) throw new InvalidArgumentError(`invalid handoff: expected "fenced" or "none", got ${JSON.stringify(o.handoff)}`)
+  if (o.heldReads !== undefined && !['wait', 'ask'].includes(o.heldReads)) throw new InvalidArgumentError(`invalid heldReads: expected "wait" or "ask", got ${JSON.stringify(o.heldReads)}`)
   if (o.consistency !== undefined && !['strict', 'available'].includes(o.consistency)) throw new InvalidArgumentError(`invalid consistency: expected "strict" or "available", got ${JSON.stringify(o.consistency)}`)
   if (o.only !== null) {
     if (!Array.isArray(o.only) || o.only.length === 0) throw new InvalidArgumentError(`invalid only: expected a list of faults among ${FAULT_NAMES.join(', ')}`)
@@ -90,7 +92,7 @@ async function runChaos (options = {}) {
 
   progress(`starting the cluster (logs in ${logDir})`)
   if (opts.handoff || opts.consistency) progress(`NEGATIVE CONTROL: handoff ${opts.handoff || 'default'}, consistency ${opts.consistency || 'default'}`)
-  const cluster = await startChaosCluster({ periodMs: opts.periodMs, logDir, handoff: opts.handoff, consistency: opts.consistency })
+  const cluster = await startChaosCluster({ periodMs: opts.periodMs, logDir, handoff: opts.handoff, consistency: opts.consistency, heldReads: opts.heldReads })
   const client = createKvClient({ targets: cluster.frontendUrls })
   const phases = []
   let settings
@@ -316,7 +318,7 @@ async function readSettings (cluster, opts) {
       ...pick(controllerDefaults, ['leaseMarginMs', 'leaseCheckMs', 'evictAfterFailures', 'requestTimeoutMs'])
     },
     frontend: pick(frontendDefaults, ['forwarder', 'holdMs', 'upstreamTimeoutMs', 'connections', 'pullIntervalMs']),
-    appServer: { consistency: health.consistency, ...pick(appServerDefaults, ['renewMs', 'holdMs', 'drainTimeoutMs', 'drainDeadlineMs', 'reregisterMs']) },
+    appServer: { consistency: health.consistency, heldReads: opts.heldReads || 'wait', ...pick(appServerDefaults, ['renewMs', 'holdMs', 'drainTimeoutMs', 'drainDeadlineMs', 'reregisterMs']) },
     kvCache: pick(kvDefaults, ['cacheTtlMs', 'redisTimeoutMs', 'dynamoTimeoutMs'])
   }
 }

@@ -23,7 +23,9 @@ const USAGE = `usage: npm run chaos -- [options]
   --log-dir DIR     component logs (default: a new directory under the OS temp dir)
   negative controls (weaken the system on purpose, to check the bench catches it):
   --handoff none    controller pushes new maps without fenced handoff
-  --consistency available   app servers admit without a live lease`
+  --consistency available   app servers admit without a live lease
+  other settings:
+  --held-reads ask|wait     kv-cache's heldReads on every app server (default wait: its own default)`
 
 function fail (message) {
   process.stderr.write(`${message}\n${USAGE}\n`)
@@ -51,6 +53,7 @@ function parse (argv) {
         'log-dir': { type: 'string' },
         handoff: { type: 'string' },
         consistency: { type: 'string' },
+        'held-reads': { type: 'string' },
         help: { type: 'boolean', short: 'h' }
       }
     }))
@@ -81,6 +84,7 @@ function parse (argv) {
     logDir: values['log-dir'] && path.resolve(values['log-dir']),
     handoff: values.handoff,
     consistency: values.consistency,
+    heldReads: values['held-reads'],
     out: path.resolve(values.out || path.join(__dirname, '..', 'results'))
   }
 }

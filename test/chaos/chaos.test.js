@@ -65,6 +65,8 @@ describe('chaos bench: figures', () => {
     expect(resolveOptions({}).moves).toBe(1000)
     expect(() => resolveOptions({ only: ['nope'] })).toThrow(/invalid only: unknown fault "nope"/)
     expect(() => resolveOptions({ rate: -1 })).toThrow(/invalid rate/)
+    expect(() => resolveOptions({ heldReads: 'peek' })).toThrow(/invalid heldReads: expected "wait" or "ask"/)
+    expect(resolveOptions({ heldReads: 'ask' }).heldReads).toBe('ask')
   })
 
   test('the table has a header, a rule and one line per row', () => {
@@ -118,6 +120,7 @@ const haveRedis = Boolean(findBinary('redis-server'))
     expect(leaderKill.requests.failed).toBe(0)
     expect(result.settings.controller.leaseMs).toBeGreaterThan(0)
     expect(result.settings.appServer.consistency).toBe('strict')
+    expect(result.settings.appServer.heldReads).toBe('wait')
 
     // The printed table: header, rule, one line per fault, with the JSON's numbers.
     const lines = stdout.split('\n')
