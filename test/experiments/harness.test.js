@@ -184,6 +184,11 @@ describe('experiments harness', () => {
     expect(c.latencyMs.p50).toBeGreaterThanOrEqual(8)
     const html = renderReport({ tool: 'chopper-experiments', environment: { cpus: 2, node: process.version }, scenarios: [r], headline: [] })
     expect(html).toContain('Rate scale 0.5')
+    expect(html).not.toContain('Store latency')
+    // a KV scenario with a store latency says so (the figure after the rate scale)
+    const kv = { ...r, experiment: { ...r.experiment, app: 'kv-cache', storeLatencyMs: 10 } }
+    expect(renderReport({ tool: 'chopper-experiments', environment: { cpus: 2, node: process.version }, scenarios: [kv], headline: [] }))
+      .toMatch(/Store latency<\/b> \(<code>--store-latency-ms<\/code>\): dynalite answers every request 10 ms late \(after the rate scale\)/)
   })
 
   test('scaleRate is the identity at 1 and refuses scales outside (0, 1]', () => {
