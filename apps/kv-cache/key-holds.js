@@ -98,12 +98,6 @@ class KeyHolds {
     return last
   }
 
-  /** Whether a write other than `id` holds `key` now. */
-  heldExcept (key, id) {
-    const ids = this.keys.get(key)
-    return ids !== undefined && ids.size > (ids.has(id) ? 1 : 0)
-  }
-
   /** Number of keys held now. */
   get size () {
     return this.keys.size

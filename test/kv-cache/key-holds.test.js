@@ -35,18 +35,6 @@ describe('KeyHolds', () => {
     expect(h.newest('k')).toBeUndefined()
   })
 
-  test('heldExcept: whether a write other than the one named holds the key', () => {
-    const h = new KeyHolds({ lapseMs: 1000 })
-    expect(h.heldExcept('k', 'w1')).toBe(false)
-    h.add('k', 'w1')
-    expect(h.heldExcept('k', 'w1')).toBe(false)
-    expect(h.heldExcept('k', 'w2')).toBe(true)
-    h.add('k', 'w2')
-    expect(h.heldExcept('k', 'w1')).toBe(true)
-    h.remove('k', 'w2')
-    expect(h.heldExcept('k', 'w1')).toBe(false)
-  })
-
   test('a hold nobody lifts lapses after lapseMs and is reported once, with its meta; a lifted one never lapses', async () => {
     const lapsed = []
     const h = new KeyHolds({ lapseMs: 1000, onLapse: (key, id, meta) => lapsed.push([key, id, meta]) })
