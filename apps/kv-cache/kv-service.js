@@ -127,7 +127,7 @@ class KvService {
         }
       }
     })
-    this.fills = new Map() // key -> Set of fills in flight ({ poisoned }); a hold poisons them
+    this.storeReads = new Map() // key -> Set of store reads in flight (fills and held reads: { poisoned }); a hold poisons them
     this.fenceIds = `${serverId}:${crypto.randomBytes(4).toString('hex')}:`
     this.fenceSeq = 0
     this.drops = new Set() // background range drops still running
@@ -284,14 +284,14 @@ class KvService {
     // `skip`: writers whose holds were found gone (they serve nothing of the key).
     if (this.#asks(key, skip)) return { item: null, poisoned: 'ask' } // nothing to read: it asks instead
     const read = { poisoned: false }
-    let reads = this.fills.get(key)
-    if (!reads) this.fills.set(key, (reads = new Set()))
+    let reads = this.storeReads.get(key)
+    if (!reads) this.storeReads.set(key, (reads = new Set()))
     reads.add(read)
     try {
       return { item: await fn(), poisoned: read.poisoned }
     } finally {
       reads.delete(read)
-      if (reads.size === 0 && this.fills.get(key) === reads) this.fills.delete(key)
+      if (reads.size === 0 && this.storeReads.get(key) === reads) this.storeReads.delete(key)
     }
   }
 
@@ -437,10 +437,10 @@ class KvService {
   async #replicated (op, key, sliceKey, generation, replicas, written, fn) {
     if (replicas.length === 0 || this.fencer === null) return { value: await fn(), after: null }
     const fenceId = this.fenceIds + (this.fenceSeq++).toString(36)
-    const what = { key, generation, fenceId, dropped: (target) => this.replicaDropped(target.id, sliceKey, generation) }
-    if (this.heldReads === 'ask') what.heldReads = 'ask'
-    const t0 = performance.now()
     const ask = this.heldReads === 'ask'
+    const what = { key, generation, fenceId, dropped: (target) => this.replicaDropped(target.id, sliceKey, generation) }
+    if (ask) what.heldReads = 'ask'
+    const t0 = performance.now()
     // ask: the writer serves the old value until its write took effect here (class comment)
     if (!ask) await this.hold(key, sliceKey, fenceId)
     const held = await this.fencer.send('hold', replicas, what)
@@ -517,7 +517,7 @@ class KvService {
   async hold (key, sliceKey, fenceId, { from = null, url, generation = 0, heldReads = 'wait' } = {}) {
     const ask = heldReads === 'ask' && from !== null
     this.holds.add(key, fenceId, { sliceKey, from, url, generation, fenceId, heldReads: ask ? 'ask' : 'wait' })
-    const reads = this.fills.get(key)
+    const reads = this.storeReads.get(key)
     if (reads) for (const r of reads) if (r.poisoned !== 'ask') r.poisoned = ask ? 'ask' : 'wait'
     this.queue.cut(key) // later reads must not share a DynamoDB read that began before the hold
     // A lapse drops the entry (onLapse) before anything is served from it again.
