@@ -14,6 +14,7 @@ const READ_PHASE = 'read'
 const RETRY_MS = 25 // between attempts at one replica, after a network error or a 5xx
 const WATCH_MS = 25 // how often an attempt still waiting for its answer asks whether its replica was dropped
 const never = () => false
+const fencePath = (key) => `${FENCE_PATH}?key=${encodeURIComponent(key)}`
 
 /**
  * What a signed fence binds besides its path (the key) and body (the value):
@@ -89,7 +90,7 @@ class FenceClient {
     if (phase === 'hold' && heldReads !== undefined) headers['x-kv-held-reads'] = heldReads
     const body = phase === 'release' && value !== undefined ? value : undefined
     if (body !== undefined) headers['content-type'] = contentType
-    const path = `${FENCE_PATH}?key=${encodeURIComponent(key)}`
+    const path = fencePath(key)
     const context = (to) => fenceContext({ to, phase, fenceId, from: this.serverId, generation, version, contentType: headers['content-type'], heldReads: headers['x-kv-held-reads'] })
     const results = await Promise.all(targets.map((t) => this.#one(t, path, headers, deadline, body, context, dropped)))
     const out = { ok: [], notAdmitted: [], dropped: [], failed: [] }
@@ -120,10 +121,7 @@ class FenceClient {
       }
       watch = setTimeout(check, WATCH_MS)
       try {
-        const url = new URL(target.url + path) // the path as undici sends it (normalized), which is what is signed
-        const signed = this.#token === undefined
-          ? headers
-          : { ...headers, ...signRequest({ token: this.#token, method: 'POST', path: url.pathname + url.search, body, context: context(target.id) }) }
+        const { url, signed } = this.#attempt(target, path, headers, body, context)
         const res = await request(url, {
           method: 'POST',
           headers: signed,
@@ -184,11 +182,9 @@ class FenceClient {
   async #ask (target, { key, generation, fenceId, have, timeoutMs }) {
     const headers = this.#headers(READ_PHASE, generation, fenceId)
     if (have !== undefined) headers['x-kv-version'] = have.toString()
+    const context = (to) => fenceContext({ to, phase: READ_PHASE, fenceId, from: this.serverId, generation, version: headers['x-kv-version'] })
     try {
-      const url = new URL(target.url + `${FENCE_PATH}?key=${encodeURIComponent(key)}`)
-      const signed = this.#token === undefined
-        ? headers
-        : { ...headers, ...signRequest({ token: this.#token, method: 'POST', path: url.pathname + url.search, context: fenceContext({ to: target.id, phase: READ_PHASE, fenceId, from: this.serverId, generation, version: headers['x-kv-version'] }) }) }
+      const { url, signed } = this.#attempt(target, fencePath(key), headers, undefined, context)
       const res = await request(url, {
         method: 'POST',
         headers: signed,
@@ -211,6 +207,17 @@ class FenceClient {
       if (err.code === 'ECONNREFUSED') return { outcome: 'gone' }
       return { outcome: 'unsure', reason: err.code || err.message }
     }
+  }
+
+  /**
+   * One attempt's URL and headers: with a cluster token, signed afresh for
+   * `target` over the path as undici sends it (normalized), the body and
+   * `context(target.id)`.
+   */
+  #attempt (target, path, headers, body, context) {
+    const url = new URL(target.url + path)
+    if (this.#token === undefined) return { url, signed: headers }
+    return { url, signed: { ...headers, ...signRequest({ token: this.#token, method: 'POST', path: url.pathname + url.search, body, context: context(target.id) }) } }
   }
 
   /** The headers every fence request carries. */
