@@ -42,6 +42,12 @@ const defaults = Object.freeze({
   skipOverBudgetSlices: true,
   maxSlices: 65536, // not in the paper: caps the assignment size pushed to every front end
   minSliceLength: 1, // not in the paper: a slice shorter than 2x this is never split
+  // not in the paper, and only with replication on: split a slice only when its load is above
+  // the mean slice load by more than this many standard deviations of its own sampling noise
+  // (a Poisson count of its requests). Without it, slices near the mean split on chance and
+  // merged back nearly every round under a steady load, each time a new map for every member
+  // (docs/algorithm.md, "Split noise"). 0 = the paper's threshold
+  splitNoise: 2,
   // Replication of hot slices (Slicer; docs/algorithm.md, "Replication"). false = the
   // paper's single-owner round, exactly as before replication existed.
   replicate: true,
@@ -89,6 +95,7 @@ const checks = {
   skipOverBudgetSlices: expect.boolean,
   maxSlices: expect.intAtLeast(1),
   minSliceLength: expect.intAtLeast(1, KEYSPACE_SIZE / 2),
+  splitNoise: expect.nonNegative,
   replicate: expect.boolean,
   replicaLoadFraction: expect.positive,
   minReplicas: expect.intAtLeast(1, MAX_REPLICAS),
@@ -248,7 +255,9 @@ function chopperRound (assignment, loads, opts, inputs) {
     sets: replicated && o.moveReplicas ? sets : undefined,
     setFrozen
   })
-  const split = splitColumns(merged.cols, index.ids, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength, frozen, setFrozen })
+  // Split noise (replication on): a load L stands for about L / unit requests (docs/algorithm.md).
+  const noise = { noise: o.replicate ? o.splitNoise : 0, unit: requests > 0 ? total / requests : 1 }
+  const split = splitColumns(merged.cols, index.ids, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength, frozen, setFrozen, ...noise })
 
   const c = split.cols
   const slices = new Array(c.n)

@@ -26,17 +26,23 @@ const NONE = new Uint8Array(0)
  * A replicated slice (docs/algorithm.md, "Replication") is split like any
  * other, and both halves keep its whole replica set: a split changes no
  * server's keys, so it stays free. Unless one of its servers is frozen.
+ *
+ * `noise` (not in the paper; chopper's `splitNoise`, with replication on): a
+ * slice is split only when its load is above the mean by more than `noise`
+ * standard deviations of its own sampling noise. A load L stands for about
+ * L / `unit` requests (`unit`: load per request), a Poisson count, so its
+ * noise is sqrt(L × unit). 0 = the paper's threshold.
  */
 
 /**
  * The split phase on columns (./columns.js), as the round runs it.
  * @param {Columns} c slices in key order (not mutated)
  * @param {string[]} ids server ids, sorted (owner indices refer to them)
- * @param {{maxSlices:number, minSliceLength:number, frozen:Uint8Array, setFrozen?:Uint8Array}} limits
- *   setFrozen: per replica set (`c.rep`), 1 = one of its servers is frozen
+ * @param {{maxSlices:number, minSliceLength:number, frozen:Uint8Array, setFrozen?:Uint8Array, noise?:number, unit?:number}} limits
+ *   setFrozen: per replica set (`c.rep`), 1 = one of its servers is frozen; noise and unit: see above
  * @returns {{ cols: Columns, ops: object[] }}
  */
-function splitColumns (c, ids, { maxSlices, minSliceLength, frozen, setFrozen = NONE }) {
+function splitColumns (c, ids, { maxSlices, minSliceLength, frozen, setFrozen = NONE, noise = 0, unit = 1 }) {
   const { n, start, end, owner, load, rep } = c
   const stale = (i) => (rep[i] >= 0 ? setFrozen[rep[i]] : frozen[owner[i]])
   let total = 0
@@ -49,7 +55,7 @@ function splitColumns (c, ids, { maxSlices, minSliceLength, frozen, setFrozen = 
   const mean = counted > 0 ? total / counted : Infinity // no known slice: nothing to split
   let candidates = []
   for (let i = 0; i < n; i++) {
-    if (!stale(i) && load[i] > mean && end[i] - start[i] >= 2 * minSliceLength) candidates.push(i)
+    if (!stale(i) && aboveNoise(load[i], mean, noise, unit) && end[i] - start[i] >= 2 * minSliceLength) candidates.push(i)
   }
   const room = Math.max(0, maxSlices - n)
   if (candidates.length > room) {
@@ -79,17 +85,22 @@ function splitColumns (c, ids, { maxSlices, minSliceLength, frozen, setFrozen = 
   return { cols: out, ops }
 }
 
+/** `load` is above `mean`, by more than `noise` standard deviations of its sampling noise. */
+function aboveNoise (load, mean, noise, unit) {
+  return load > mean && (noise === 0 || load - mean > noise * Math.sqrt(load * unit))
+}
+
 /**
  * @param {Array<{start:number,end:number,servers:string[],load:number}>} slices in key order
- * @param {{maxSlices:number, minSliceLength:number, frozen?:Set<string>}} limits
- *   frozen = servers whose slices must stay as they are
+ * @param {{maxSlices:number, minSliceLength:number, frozen?:Set<string>, noise?:number, unit?:number}} limits
+ *   frozen = servers whose slices must stay as they are; noise and unit: see splitColumns
  * @returns {{ slices: object[], ops: object[] }}
  */
-function splitPhase (slices, { maxSlices, minSliceLength, frozen = new Set() }) {
+function splitPhase (slices, { maxSlices, minSliceLength, frozen = new Set(), noise = 0, unit = 1 }) {
   const index = indexServers(slices.map((s) => s.servers[0]))
-  const limits = { maxSlices, minSliceLength, frozen: frozenFlags(index, frozen) }
+  const limits = { maxSlices, minSliceLength, frozen: frozenFlags(index, frozen), noise, unit }
   const r = splitColumns(toColumns(slices, index), index.ids, limits)
   return { slices: toWorking(r.cols, index, slices), ops: r.ops }
 }
 
-module.exports = { splitPhase, splitColumns }
+module.exports = { splitPhase, splitColumns, aboveNoise }

@@ -156,6 +156,7 @@ describe('chopperRound', () => {
       [{ maxSlices: 0 }, /maxSlices: expected an integer/],
       [{ minSliceLength: 1.5 }, /minSliceLength/],
       [{ skipOverBudgetSlices: 'yes' }, /skipOverBudgetSlices: expected true or false/],
+      [{ splitNoise: -1 }, /splitNoise: expected a finite number >= 0, got -1/],
       [{ moveRatios: 2 }, /unknown chopper option moveRatios \(valid options: mergeChurnLimit, /],
       ['fast', /chopper options must be an object/]
     ])('rejects options %p', (opts, pattern) => {
@@ -197,6 +198,7 @@ describe('chopperRound', () => {
         skipOverBudgetSlices: true,
         maxSlices: 65536,
         minSliceLength: 1,
+        splitNoise: 2,
         replicate: true,
         replicateRatio: 1.1,
         replicaLoadFraction: 0.25,

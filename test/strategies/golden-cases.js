@@ -130,8 +130,8 @@ function summarize (r) {
  */
 const FIXTURES = {
   'chopper-golden.json': (opts) => ({ ...opts, replicate: false, moveMeanRatio: 0 }),
-  // recorded before replicated slices could move, while minReplicas was 1 by default and before the primary phase: pins that path
-  'chopper-golden-replicated.json': (opts) => ({ minReplicas: 1, ...opts, moveMeanRatio: 0, moveReplicas: false, balancePrimaries: false }),
+  // recorded before replicated slices could move, while minReplicas was 1 by default, before the primary phase and before split noise: pins that path
+  'chopper-golden-replicated.json': (opts) => ({ minReplicas: 1, ...opts, moveMeanRatio: 0, moveReplicas: false, balancePrimaries: false, splitNoise: 0 }),
   'chopper-golden-defaults.json': (opts) => opts
 }
 

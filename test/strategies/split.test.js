@@ -49,4 +49,23 @@ describe('split phase (paper 5.2.4)', () => {
     expect(r.slices[1].servers).toEqual(['a', 'b'])
     expect(r.slices[0].servers).not.toBe(input[0].servers)
   })
+
+  describe('noise (chopper splitNoise): only a load above the mean by more than its sampling noise splits', () => {
+    test('a load just above the mean is within its noise: not split; with noise 0 it is', () => {
+      const spec = [[8, 'a', 12], [8, 'b', 8]] // mean 10; 12 - 10 = 2 < sqrt(12) = 3.5
+      expect(splitPhase(working(spec), { ...limits, noise: 1 }).ops).toEqual([])
+      expect(splitPhase(working(spec), { ...limits, noise: 0 }).ops.map((o) => o.load)).toEqual([12])
+    })
+
+    test('a load far above the mean still splits', () => {
+      const spec = [[8, 'a', 100], [8, 'b', 10]] // mean 55; 45 > sqrt(100) = 10
+      expect(splitPhase(working(spec), { ...limits, noise: 1 }).ops.map((o) => o.load)).toEqual([100])
+      expect(splitPhase(working(spec), { ...limits, noise: 5 }).ops).toEqual([]) // 45 < 5 x 10
+    })
+
+    test('unit: a load that stands for fewer requests is noisier', () => {
+      // 100 load units at 25 per request are 4 requests: noise sqrt(100 x 25) = 50 > 45
+      expect(splitPhase(working([[8, 'a', 100], [8, 'b', 10]]), { ...limits, noise: 1, unit: 25 }).ops).toEqual([])
+    })
+  })
 })
