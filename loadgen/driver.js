@@ -8,6 +8,7 @@ const { InvalidArgumentError } = require('../core/errors')
 const { componentLogger, silent } = require('../core/logger')
 const { generate } = require('./workload')
 const { Recorder } = require('./recorder')
+const { serverTimingMs } = require('./server-timing')
 const { parseTarget, probeTarget } = require('./probe')
 const { createProgress } = require('./progress')
 const { createRng, deriveSeed } = require('./prng')
@@ -146,7 +147,7 @@ async function run (spec, options = {}) {
       // Latency ends when the whole body has arrived, not at the headers.
       for await (const chunk of res.body) bytes += chunk.length
       const servedBy = res.headers['x-served-by']
-      rec.response(req, origin, performance.now(), res.statusCode, Array.isArray(servedBy) ? servedBy[0] : servedBy, bytes)
+      rec.response(req, origin, performance.now(), res.statusCode, Array.isArray(servedBy) ? servedBy[0] : servedBy, bytes, serverTimingMs(res.headers['server-timing']))
     }).catch((err) => {
       rec.failure(req, performance.now(), err)
       log.debug({ err, path: req.path }, 'request failed')

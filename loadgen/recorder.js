@@ -47,6 +47,9 @@ class Recorder {
     }))
     this.windows = []
     this.methods = new Map() // method -> latency histogram over the run (reads and writes differ in cost and path)
+    // Latency minus the server's own time (its Server-Timing header), for responses that state it:
+    // the time outside the server (client, router, network), per method as well
+    this.outside = new Map() // method -> histogram
     this.inFlight = 0
     this.peakInFlight = 0
   }
@@ -78,8 +81,9 @@ class Recorder {
    * @param {number} status
    * @param {string|undefined} servedBy X-Served-By
    * @param {number} [bytes] response body bytes
+   * @param {number|null} [serverMs] the time the response says it spent in the server (Server-Timing), if it says
    */
-  response (req, origin, end, status, servedBy, bytes = 0) {
+  response (req, origin, end, status, servedBy, bytes = 0, serverMs = null) {
     this.inFlight--
     const ph = this.phases[req.phase]
     const w = this.window(end)
@@ -93,6 +97,11 @@ class Recorder {
     let m = this.methods.get(req.method)
     if (!m) this.methods.set(req.method, (m = createHistogram()))
     m.recordValue(us)
+    if (serverMs !== null) {
+      let o = this.outside.get(req.method)
+      if (!o) this.outside.set(req.method, (o = createHistogram()))
+      o.recordValue(Math.max(1, us - Math.round(serverMs * 1000)))
+    }
     w.responses++
     ph.status[status] = (ph.status[status] || 0) + 1
     if (status >= 400) {
@@ -231,7 +240,9 @@ class Recorder {
       achievedRate: round(total.responsesInWindow / durationS),
       latencyMs: summarize(total.latency),
       // per HTTP method, over every response of the run
-      latencyByMethod: Object.fromEntries([...this.methods].sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, h]) => [k, { count: h.totalCount, ...summarize(h) }])),
+      latencyByMethod: byMethod(this.methods),
+      // latency minus the server's stated time (Server-Timing), over the responses that state it; null when none did
+      outsideServerMs: this.outside.size ? outsideSummary(this.outside) : null,
       status: total.status,
       errors: total.errors,
       errorCount: errorTotal(total.errors),
@@ -256,6 +267,18 @@ function keyTable (keys, servers) {
   const counts = {}
   for (const [key, m] of keys) counts[key] = columns.map((id) => m.get(id) || 0)
   return { servers: columns, counts }
+}
+
+/** Per method (sorted): count and latency percentiles of its histogram. */
+function byMethod (histograms) {
+  return Object.fromEntries([...histograms].sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, h]) => [k, { count: h.totalCount, ...summarize(h) }]))
+}
+
+/** The time outside the server: over all methods, and per method. */
+function outsideSummary (histograms) {
+  const all = createHistogram()
+  for (const h of histograms.values()) all.add(h)
+  return { count: all.totalCount, ...summarize(all), byMethod: byMethod(histograms) }
 }
 
 const round = (x) => Math.round(x * 1e4) / 1e4

@@ -45,7 +45,7 @@ async function runScenario (scenario, options = {}) {
     const entry = { name, ...CONTENDERS[name], ok: false }
     try {
       Object.assign(entry, await runContender(name, experiment, workload, o.logger), { ok: true })
-      o.onProgress(`${scenario.name}: ${name}: ${entry.throughput.achievedRate} req/s, p50 ${entry.latencyMs.p50} ms, p90 ${entry.latencyMs.p90} ms, p99 ${entry.latencyMs.p99} ms, imbalance ${entry.imbalance.mean}, affinity ${entry.affinity}${entry.cache ? `, hit rate ${entry.cache.hitRate}` : ''}, errors ${entry.throughput.errors}${byMethod(entry)}${cpuLine(entry.cpu)}${entry.client.heldRate ? '' : ' (client could not hold the rate)'}`)
+      o.onProgress(`${scenario.name}: ${name}: ${entry.throughput.achievedRate} req/s, p50 ${entry.latencyMs.p50} ms, p90 ${entry.latencyMs.p90} ms, p99 ${entry.latencyMs.p99} ms, imbalance ${entry.imbalance.mean}, affinity ${entry.affinity}${entry.cache ? `, hit rate ${entry.cache.hitRate}` : ''}, errors ${entry.throughput.errors}${byMethod(entry)}${outsideLine(entry.outsideServerMs)}${cpuLine(entry.cpu)}${entry.client.heldRate ? '' : ' (client could not hold the rate)'}`)
     } catch (err) {
       entry.error = { code: err.code, message: err.message }
       o.onProgress(`${scenario.name}: ${name} FAILED: ${err.message}`)
@@ -123,6 +123,11 @@ function environment () {
 function byMethod (entry) {
   const m = Object.entries(entry.latencyByMethod || {})
   return m.length > 1 ? `, p99 by method: ${m.map(([k, l]) => `${k} ${l.p99} ms`).join(', ')}` : ''
+}
+
+/** ", outside the app servers p50 A / p90 B / p99 C ms": client, router and network (Server-Timing). */
+function outsideLine (o) {
+  return o ? `, outside the app servers p50 ${o.p50} / p90 ${o.p90} / p99 ${o.p99} ms` : ''
 }
 
 /** ", CPU per request: router R µs, app servers A µs" (the parts that could be read). */

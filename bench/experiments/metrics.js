@@ -107,6 +107,12 @@ function errorsOf (x, experiment) {
  * @param {{ hits, misses }|null} ctx.cache counter deltas over the run
  * @param {number} ctx.runStartedAt epoch ms of the loadgen's t0 (for round times)
  */
+/** The load generator's time outside the servers, in the report's latency shape (null when no response stated its server time). */
+function outsideOf (o, lat) {
+  if (!o) return null
+  return { count: o.count, ...lat(o), byMethod: Object.fromEntries(Object.entries(o.byMethod || {}).map(([m, l]) => [m, { count: l.count, ...lat(l) }])) }
+}
+
 function contenderMetrics (r, { experiment, rounds, cache, runStartedAt }) {
   const windowMs = r.options.windowMs
   const lat = (l) => ({ p50: l.p50, p90: l.p90, p99: l.p99, 'p99.9': l['p99.9'], mean: l.mean, max: l.max })
@@ -147,6 +153,9 @@ function contenderMetrics (r, { experiment, rounds, cache, runStartedAt }) {
     latencyMs: lat(r.totals.latencyMs),
     // reads and writes apart: a KV write goes to the slice's primary and holds its replicas
     latencyByMethod: Object.fromEntries(Object.entries(r.totals.latencyByMethod || {}).map(([m, l]) => [m, { count: l.count, ...lat(l) }])),
+    // latency minus the app server's own time (its Server-Timing, bench/lib/capacity.js): the time
+    // in the client, the router (front end or HAProxy) and on the network; null without the capacity model
+    outsideServerMs: outsideOf(r.totals.outsideServerMs, lat),
     percentileCurve: percentileCurve(r.totals.histogram),
     throughput: {
       targetRate: r.totals.targetRate,

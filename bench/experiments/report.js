@@ -205,7 +205,7 @@ function scaleNote (doc) {
 
 function summaryTable (s) {
   const rows = s.contenders.map((c) => {
-    if (!c.ok) return `<tr><td>${esc(c.label)}</td><td colspan="${s.experiment.kind === 'rising' ? 14 : 13}">failed: ${esc(c.error && c.error.message)}</td></tr>`
+    if (!c.ok) return `<tr><td>${esc(c.label)}</td><td colspan="${s.experiment.kind === 'rising' ? 15 : 14}">failed: ${esc(c.error && c.error.message)}</td></tr>`
     const r = c.vsChopper || {}
     const rec = c.recovery.map((x) => (x.periods === null ? '∞' : num(x.periods, 1))).join(', ')
     const churn = c.churn ? pct(c.churn.meanFraction) : 'n/a'
@@ -213,12 +213,13 @@ function summaryTable (s) {
     return `<tr${c.client.heldRate ? '' : ' class="warn" title="the load generator could not hold the rate"'}><td style="color:${COLORS[c.name]}"><b>${esc(c.label)}</b></td>` +
       `<td>${num(c.throughput.achievedRate, 0)} / ${num(c.throughput.targetRate, 0)}</td><td>${c.throughput.errors}${c.throughput.notFound ? ` (+${c.throughput.notFound} 404)` : ''}</td>` +
       `<td>${ms(c.latencyMs.p50)}</td><td>${ms(c.latencyMs.p90)}</td><td>${ms(c.latencyMs.p99)}</td><td>${ms(c.latencyMs['p99.9'])}</td>` +
+      `<td>${c.outsideServerMs ? `${ms(c.outsideServerMs.p50)} / ${ms(c.outsideServerMs.p90)} / ${ms(c.outsideServerMs.p99)}` : 'n/a'}</td>` +
       `<td>${num(c.imbalance.mean, 2)}</td><td>${rec || '–'}</td><td>${churn}</td><td>${pct(c.affinity)}</td><td>${c.cache ? pct(c.cache.hitRate) : 'n/a'}</td>` +
       (s.experiment.kind === 'rising' ? `<td>${c.throughput.maxSustainedRate ?? 'none'}</td>` : '') +
       `<td>${ratio('p50')} / ${ratio('p90')} / ${ratio('p99')}</td>` +
       `<td${c.cpu && c.cpu.saturated ? ' class="warn"' : ''}>${c.cpu && c.cpu.routerUs !== null ? `${num(c.cpu.routerUs, 0)} / ${num(c.cpu.appUs, 0)}${c.cpu.cores !== undefined ? ` (${num(c.cpu.cores, 2)} cores)` : ''}` : 'n/a'}</td></tr>`
   })
-  return `<table><tr><th>contender</th><th>achieved / offered req/s</th><th>errors</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>mean imbalance</th><th>periods to &lt; ${s.experiment.imbalanceTarget} after each change</th><th>mean churn / round</th><th>affinity</th><th>hit rate</th>${s.experiment.kind === 'rising' ? '<th>max sustained req/s</th>' : ''}<th>÷ Chopper p50 / p90 / p99</th><th title="CPU time (user + system) over the measured run ÷ responses: the router process (Chopper's front ends and controller; HAProxy) / all app servers together. Every process shares this machine's cores, so a costlier router also delays the others">CPU µs per request: router / app servers</th></tr>${rows.join('')}</table>`
+  return `<table><tr><th>contender</th><th>achieved / offered req/s</th><th>errors</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th title="each response's latency minus the time its app server states it held it (Server-Timing from the capacity model: queue, service, a late timer): the client, the router (front ends or HAProxy) and the network">outside the app servers p50 / p90 / p99</th><th>mean imbalance</th><th>periods to &lt; ${s.experiment.imbalanceTarget} after each change</th><th>mean churn / round</th><th>affinity</th><th>hit rate</th>${s.experiment.kind === 'rising' ? '<th>max sustained req/s</th>' : ''}<th>÷ Chopper p50 / p90 / p99</th><th title="CPU time (user + system) over the measured run ÷ responses: the router process (Chopper's front ends and controller; HAProxy) / all app servers together. Every process shares this machine's cores, so a costlier router also delays the others">CPU µs per request: router / app servers</th></tr>${rows.join('')}</table>`
 }
 
 function curvePlot (s) {

@@ -269,7 +269,13 @@ function withCapacity (handler, { app, serviceMs, capacity = {}, now = () => per
         leave()
         return end.apply(res, args)
       }
-      const release = () => { leave(); end.apply(res, args) }
+      const release = () => {
+        leave()
+        // The time in this server, from arrival to release (its queue, its service, a late timer):
+        // the load generator subtracts it to find the time outside the servers (loadgen/server-timing.js).
+        if (!res.headersSent) res.setHeader('Server-Timing', `capacity;dur=${(now() - arrival).toFixed(2)}`)
+        end.apply(res, args)
+      }
       server.serve(ms, arrival).then(release, release)
       return res
     }

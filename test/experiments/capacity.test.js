@@ -7,6 +7,7 @@ const compute = require('../../apps/compute')
 const { listen, close } = require('../../core/http')
 const { call } = require('../helpers/http')
 const { pollUntil } = require('../../core/poll')
+const { serverTimingMs } = require('../../loadgen/server-timing')
 
 const pollFor = (fn) => pollUntil(fn, { timeoutMs: 2000, intervalMs: 2, what: 'the modelled server to hold the requests' })
 
@@ -184,6 +185,20 @@ describe('withCapacity: an app wrapped as one modelled FIFO server (real HTTP, r
     expect(performance.now() - t0).toBeGreaterThanOrEqual(100)
     expect((await slow).status).toBe(200)
     expect(model.stats()).toMatchObject({ served: 2, busyMs: 110 })
+  })
+
+  test('each modelled response states its time in the server (Server-Timing: queue and service); a refusal states none', async () => {
+    const handler = (req, res) => {
+      if (req.query.o === 'refuse') return res.status(421).json({ error: { code: 'CHOPPER_ERR_NOT_PRIMARY' } })
+      res.setHeader('X-KV-Outcome', 'hit')
+      res.end('v')
+    }
+    const { url } = await host(handler, { app: 'kv-cache', capacity: { kvHitMs: 40 } })
+    const [first, second] = await Promise.all([call(`${url}/kv?o=hit`), call(`${url}/kv?o=hit`)])
+    const durs = [first, second].map((r) => serverTimingMs(r.headers['server-timing'])).sort((a, b) => a - b)
+    expect(durs[0]).toBeGreaterThanOrEqual(39.5) // its service
+    expect(durs[1]).toBeGreaterThanOrEqual(79.5) // the other's service, then its own
+    expect((await call(`${url}/kv?o=refuse`)).headers['server-timing']).toBeUndefined()
   })
 
   test('past maxQueue requests in the system, a new request gets 503 before the app runs', async () => {

@@ -46,6 +46,11 @@ function expectContenderFields (c, { kv, controller }) {
   const methods = Object.values(c.latencyByMethod)
   expect(methods.reduce((a, m) => a + m.count, 0)).toBe(c.throughput.responses)
   for (const m of methods) for (const k of LATENCY) expect(typeof m[k]).toBe('number')
+  // the time outside the app servers (their Server-Timing from the capacity model), for every response
+  expect(c.outsideServerMs.count).toBe(c.throughput.responses)
+  for (const k of LATENCY) expect(c.outsideServerMs[k]).toBeGreaterThan(0)
+  expect(c.outsideServerMs.p50).toBeLessThan(c.latencyMs.p50)
+  expect(Object.keys(c.outsideServerMs.byMethod)).toEqual(Object.keys(c.latencyByMethod))
   for (const q of c.percentileCurve) expect(q).toEqual({ p: expect.any(Number), ms: expect.any(Number) })
   expect(c.throughput).toEqual(expect.objectContaining({ targetRate: expect.any(Number), achievedRate: expect.any(Number), scheduled: expect.any(Number), responses: expect.any(Number), errors: expect.any(Number), errorRate: expect.any(Number), errorsByClass: expect.any(Object) }))
   expect('maxSustainedRate' in c.throughput).toBe(true)

@@ -158,6 +158,21 @@ describe('run: open loop against a fast local server', () => {
     expect(PUT.p50).toBeGreaterThanOrEqual(40)
     expect(GET.p50).toBeLessThan(40)
     expect(Object.keys(result.totals.latencyByMethod)).toEqual(['GET', 'PUT'])
+    expect(result.totals.outsideServerMs).toBeNull() // no response stated its server time
+  })
+
+  test('time outside the server: latency minus what Server-Timing states, for the responses that state it', async () => {
+    // PUTs wait 40 ms in the server and say so; GETs say nothing
+    fixture = await startFixture({ behave: ({ method }) => (method === 'PUT' ? { delayMs: 40, serverTimingMs: 40 } : undefined) })
+    const spec = { seed: 6, phases: [{ duration: 0.5, rate: 200, mix: { get: 0.5, set: 0.5 } }] }
+    const result = await run(spec, { target: fixture.url })
+    const { PUT } = result.totals.latencyByMethod
+    const outside = result.totals.outsideServerMs
+    expect(outside.count).toBe(PUT.count)
+    expect(Object.keys(outside.byMethod)).toEqual(['PUT'])
+    expect(PUT.p50).toBeGreaterThanOrEqual(40)
+    expect(outside.p50).toBeLessThan(PUT.p50 - 39) // the 40 ms it stated are not outside
+    expect(outside.p50).toBeGreaterThan(0)
   })
   test('spreads requests over several targets (the paper drove both front ends)', async () => {
     fixture = await startFixture()

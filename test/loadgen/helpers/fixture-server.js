@@ -14,7 +14,8 @@ const { listen, close } = require('../../../core/http')
  * delay, fail or hang individual requests to exercise the driver.
  * @param {object} [options]
  * @param {(key: string) => string|null} [options.route] server id for a key (null: no header)
- * @param {(info: { key: string, method: string, t: number }) => { status?: number, delayMs?: number, hang?: boolean } | undefined} [options.behave]
+ * @param {(info: { key: string, method: string, t: number }) => { status?: number, delayMs?: number, hang?: boolean, serverTimingMs?: number } | undefined} [options.behave]
+ *   serverTimingMs: answer with `Server-Timing: app;dur=<it>` (the time the server says it spent)
  */
 async function startFixture ({ route = defaultRoute, behave = () => undefined } = {}) {
   const arrivals = []
@@ -35,6 +36,7 @@ async function startFixture ({ route = defaultRoute, behave = () => undefined } 
         arrival.repliedAt = performance.now()
         const id = route(key)
         if (id) res.setHeader('X-Served-By', id)
+        if (b.serverTimingMs !== undefined) res.setHeader('Server-Timing', `app;dur=${b.serverTimingMs}`)
         res.statusCode = b.status || 200
         res.end(JSON.stringify({ key }))
       }
