@@ -97,6 +97,12 @@ function errorsOf (x, experiment) {
   return { count: x.errorCount - notFound, byClass, notFound }
 }
 
+/** The load generator's time outside the servers, in the report's latency shape (null when no response stated its server time). */
+function outsideOf (o, lat) {
+  if (!o) return null
+  return { count: o.count, ...lat(o), byMethod: Object.fromEntries(Object.entries(o.byMethod || {}).map(([m, l]) => [m, { count: l.count, ...lat(l) }])) }
+}
+
 /**
  * Everything the report needs about one contender's run, from the loadgen
  * result, the controller's round history and the app servers' counters.
@@ -107,12 +113,6 @@ function errorsOf (x, experiment) {
  * @param {{ hits, misses }|null} ctx.cache counter deltas over the run
  * @param {number} ctx.runStartedAt epoch ms of the loadgen's t0 (for round times)
  */
-/** The load generator's time outside the servers, in the report's latency shape (null when no response stated its server time). */
-function outsideOf (o, lat) {
-  if (!o) return null
-  return { count: o.count, ...lat(o), byMethod: Object.fromEntries(Object.entries(o.byMethod || {}).map(([m, l]) => [m, { count: l.count, ...lat(l) }])) }
-}
-
 function contenderMetrics (r, { experiment, rounds, cache, runStartedAt }) {
   const windowMs = r.options.windowMs
   const lat = (l) => ({ p50: l.p50, p90: l.p90, p99: l.p99, 'p99.9': l['p99.9'], mean: l.mean, max: l.max })

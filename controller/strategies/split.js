@@ -103,4 +103,4 @@ function splitPhase (slices, { maxSlices, minSliceLength, frozen = new Set(), no
   return { slices: toWorking(r.cols, index, slices), ops: r.ops }
 }
 
-module.exports = { splitPhase, splitColumns, aboveNoise }
+module.exports = { splitPhase, splitColumns }
