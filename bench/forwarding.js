@@ -32,10 +32,11 @@ const FLAGS = {
   warmup: { type: 'string', default: '2' }, // seconds per contender, discarded; 0 skips
   only: { type: 'string' }, // single | all; both by default
   'backend-workers': { type: 'string', default: '1' },
+  'body-bytes': { type: 'string', default: '0' }, // > 0: every request is a PUT with a body of this many bytes
   out: { type: 'string', default: path.join('bench', 'results', 'forwarding') },
   help: { type: 'boolean', short: 'h' }
 }
-const USAGE = 'usage: node bench/forwarding.js [--duration 5] [--connections 32] [--threads 1] [--rounds 3] [--warmup 2] [--only single|all] [--backend-workers 1] [--out bench/results/forwarding]'
+const USAGE = 'usage: node bench/forwarding.js [--duration 5] [--connections 32] [--threads 1] [--rounds 3] [--warmup 2] [--only single|all] [--backend-workers 1] [--body-bytes 0] [--out bench/results/forwarding]'
 
 /** The request every contender forwards; `key` is what our front end routes on. */
 const REQUEST_PATH = '/x?key=bench'
@@ -64,6 +65,14 @@ function commit () {
 }
 
 const loadavg = () => os.loadavg().map((x) => Math.round(x * 100) / 100)
+
+/** With a body size: a wrk script (in a temporary file) that sends every request as a PUT with that body; else undefined. */
+function putScript (bytes) {
+  if (!(bytes > 0)) return undefined
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'chopper-forwarding-')), 'put.lua')
+  fs.writeFileSync(file, `wrk.method = "PUT"\nwrk.body = string.rep("x", ${bytes})\nwrk.headers["Content-Type"] = "application/octet-stream"\n`)
+  return file
+}
 
 /** One wrk measurement of `url`, with the CPU the proxy and the backend used meanwhile. */
 async function measure (url, { pid, backendPid, wrkOptions }) {
@@ -128,7 +137,7 @@ async function runConfiguration (cfgId, { backend, cores, settings, wrkReason, w
 async function main () {
   const parsed = parseFlags(process.argv.slice(2), {
     options: FLAGS,
-    integers: ['duration', 'connections', 'threads', 'rounds', 'warmup', 'backend-workers'],
+    integers: ['duration', 'connections', 'threads', 'rounds', 'warmup', 'backend-workers', 'body-bytes'],
     choices: { only: ['single', 'all'] }
   })
   if (parsed.error || parsed.values.help) {
@@ -140,8 +149,9 @@ async function main () {
     if (v[k] < 1) { console.error(`error: --${k} must be >= 1\n${USAGE}`); return 2 }
   }
   if (v.threads > v.connections) { console.error(`error: --threads must not exceed --connections\n${USAGE}`); return 2 }
-  const settings = { durationS: v.duration, connections: v.connections, threads: v.threads, rounds: v.rounds, warmupS: v.warmup, backendWorkers: v['backend-workers'], only: v.only || null }
-  const wrkOptions = { threads: v.threads, connections: v.connections, durationS: v.duration }
+  if (v['body-bytes'] < 0) { console.error(`error: --body-bytes must be >= 0\n${USAGE}`); return 2 }
+  const settings = { durationS: v.duration, connections: v.connections, threads: v.threads, rounds: v.rounds, warmupS: v.warmup, backendWorkers: v['backend-workers'], only: v.only || null, bodyBytes: v['body-bytes'] }
+  const wrkOptions = { threads: v.threads, connections: v.connections, durationS: v.duration, script: putScript(settings.bodyBytes) }
   const out = v.out.replace(/\.(json|md)$/, '')
   const cores = os.availableParallelism()
   const startedAt = new Date()
@@ -174,7 +184,7 @@ async function main () {
     startedAt: startedAt.toISOString(),
     elapsedS: (Date.now() - startedAt.getTime()) / 1000,
     command,
-    wrk: `wrk -t${v.threads} -c${v.connections} -d${v.duration}s --latency http://127.0.0.1:PORT${REQUEST_PATH}`,
+    wrk: `wrk -t${v.threads} -c${v.connections} -d${v.duration}s --latency${settings.bodyBytes > 0 ? ` -s <a script: PUT with a ${settings.bodyBytes}-byte body>` : ''} http://127.0.0.1:PORT${REQUEST_PATH}`,
     settings,
     machine,
     backend: { script: 'bench/noop-backend.js', workers: settings.backendWorkers },

@@ -12,14 +12,16 @@ const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
  * Node's `http` server builds two streams, a header object and a parser
  * binding per request for that, and profiles put most of the front end's
  * remaining CPU there. This server parses only what it can parse exactly:
- * HTTP/1.1 requests without a body (no Content-Length other than 0, no
- * Transfer-Encoding), without Expect or Upgrade, with a Host, whose request
- * line and header lines are well formed. It hands each one to `onRequest`
- * with a small request and response object that have the subset of
- * IncomingMessage and ServerResponse the proxy uses.
+ * HTTP/1.1 requests without Transfer-Encoding, Expect or Upgrade, with a
+ * Host, whose request line and header lines are well formed, and whose body
+ * (one plain decimal Content-Length) is at most `maxBodySize` bytes. It reads
+ * such a body whole into `req.bufferedBody` (a Buffer; null without a body),
+ * so the proxy can send it in one write and replay it after a 421, and hands
+ * each request to `onRequest` with a small request and response object that
+ * have the subset of IncomingMessage and ServerResponse the proxy uses.
  *
- * Everything else (a body, an upgrade, HTTP/1.0, anything malformed, a head
- * over `maxHeaderSize`, or a path `fallbackFor` claims) hands the whole
+ * Everything else (a chunked or larger body, an upgrade, HTTP/1.0, anything
+ * malformed, a head over `maxHeaderSize`, or a path `fallbackFor` claims) hands the whole
  * connection, with the bytes read so far, to `fallback`, an ordinary
  * `http.Server` that is not listening: it answers every such request as it
  * would on its own port, 400s included. The connection stays with it.
@@ -29,15 +31,17 @@ const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
  * when the list has none, and with chunked framing when it has no
  * Content-Length and the answer may have a body. Pipelined requests are
  * answered in order, one at a time. An idle connection closes after
- * `keepAliveTimeout`; a head that has not completed within `headersTimeout`
- * of its first byte closes the connection, as in Node's server.
+ * `keepAliveTimeout`; a head (or a head and its body) that has not completed
+ * within `headersTimeout` of its first byte closes the connection, as in
+ * Node's server.
  */
 
 const HEAD_END = Buffer.from('\r\n\r\n')
 // A request target in origin form, visible ASCII only (llhttp's strict mode agrees).
 const ORIGIN_FORM = /^\/[\x21-\x7e]*$/
-// The one Content-Length value this server takes, as written after the colon.
-const ZERO_LENGTH = /^ *0$/
+// A Content-Length value as written after the colon: digits with no whitespace after them
+// (llhttp refuses a trailing tab), at most 15 of them (a safe integer).
+const CONTENT_LENGTH = /^ *([0-9]{1,15})$/
 // Methods this server takes; others (CONNECT, PRI, anything unknown) go to the fallback.
 const METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'POST', 'PUT', 'PATCH'])
 // Node keeps the first of these when repeated (IncomingMessage's matchKnownFields); others are joined.
@@ -75,7 +79,7 @@ function parseHead (head, socket) {
   if (!ORIGIN_FORM.test(url)) return null
   const rawHeaders = []
   let host = false
-  let length = false
+  let length = -1
   let close = false
   let at = eol + 2
   while (at < head.length) {
@@ -109,10 +113,10 @@ function parseHead (head, socket) {
         break
       case 14:
         if (name.toLowerCase() === 'content-length') {
-          // Exactly 0 with no whitespace after it (llhttp refuses a trailing tab);
-          // anything else is a body, or a repeated length (Node answers 400).
-          if (length || !ZERO_LENGTH.test(head.slice(colon + 1, end))) return null
-          length = true
+          // One plain length; a repeated one goes to Node (which answers 400 unless they agree).
+          const m = length === -1 ? CONTENT_LENGTH.exec(head.slice(colon + 1, end)) : null
+          if (m === null) return null
+          length = Number(m[1])
         }
         break
       case 17:
@@ -123,19 +127,21 @@ function parseHead (head, socket) {
     at = end + 2
   }
   if (!host) return null
-  return new FastRequest(method, url, rawHeaders, socket, close)
+  return new FastRequest(method, url, rawHeaders, socket, close, length > 0 ? length : 0)
 }
 
-/** The part of `http.IncomingMessage` the proxy reads, for a request without a body. */
+/** The part of `http.IncomingMessage` the proxy reads; a body, if any, read whole into `bufferedBody`. */
 class FastRequest {
-  constructor (method, url, rawHeaders, socket, close) {
+  constructor (method, url, rawHeaders, socket, close, contentLength = 0) {
     this.method = method
     this.url = url
     this.rawHeaders = rawHeaders
     this.socket = socket
     this.httpVersion = '1.1'
-    this.complete = true
-    this.bodyless = true // no body: the proxy need not look at the headers for one
+    this.complete = true // handed over only once the body (if any) is read
+    this.bodyless = contentLength === 0 // no body: the proxy need not look at the headers for one
+    this.contentLength = contentLength
+    this.bufferedBody = null // the body's bytes (contentLength of them), set before onRequest
     this.shouldClose = close
     this._headers = null
   }
@@ -158,7 +164,7 @@ class FastRequest {
     return out
   }
 
-  // A request without a body: nothing to drain or unpipe.
+  // The body, if any, is already read: nothing to drain or unpipe.
   resume () { return this }
   unpipe () { return this }
 }
@@ -278,6 +284,7 @@ class Connection {
     this.res = null // the response in flight
     this.closing = false // the request in flight asked for Connection: close
     this.starting = false // next() is running
+    this.pending = null // a request whose head is parsed and whose body is still arriving
     // Deadlines, checked by the server's sweep (no timer per request): an
     // idle connection has keepAliveTimeout from its last answer; a head being
     // read, or a new connection's first, has headersTimeout from its start.
@@ -319,20 +326,50 @@ class Connection {
 
   /** Parse and start the next request in the buffer; false when none can start now. */
   startOne () {
+    if (this.pending !== null) return this.body()
     const buf = this.buffered
     const end = buf.indexOf(HEAD_END)
     if (end === -1) {
       if (buf.length > this.server.maxHeaderSize) return this.handOff() // Node answers 431
-      if (this.idle) { // the first bytes of a new head
-        this.idle = false
-        this.since = Date.now()
-      }
+      this.started()
       return false
     }
     if (end > this.server.maxHeaderSize) return this.handOff()
     const req = parseHead(buf.toString('latin1', 0, end), this.socket)
-    if (req === null || this.server.fallbackFor(req)) return this.handOff()
+    // A body over maxBodySize goes to Node too (the proxy streams it, or buffers it up to its own limit).
+    if (req === null || req.contentLength > this.server.maxBodySize || this.server.fallbackFor(req)) return this.handOff()
     this.buffered = end + 4 === buf.length ? null : buf.subarray(end + 4)
+    if (req.contentLength > 0) {
+      this.started() // the body may take a while: the head's deadline covers it
+      this.pending = req
+      return this.body()
+    }
+    return this.dispatch(req)
+  }
+
+  /** A new request's first bytes (after an idle spell): its deadline runs from here. */
+  started () {
+    if (this.idle) {
+      this.idle = false
+      this.since = Date.now()
+    }
+  }
+
+  /** The pending request's body: start the request once all of it is here. */
+  body () {
+    const req = this.pending
+    const buf = this.buffered
+    const need = req.contentLength
+    if (buf === null || buf.length < need) return false
+    // A copy: the rest of the buffer (a pipelined request) must not keep this body's memory alive, nor share it.
+    req.bufferedBody = Buffer.from(buf.subarray(0, need))
+    this.buffered = need === buf.length ? null : buf.subarray(need)
+    this.pending = null
+    return this.dispatch(req)
+  }
+
+  /** Hand a complete request to onRequest. */
+  dispatch (req) {
     this.closing = req.shouldClose
     const res = new FastResponse(this, req.method === 'HEAD')
     this.res = res // busy: the request's deadline is the proxy's upstream timeout
@@ -395,9 +432,9 @@ class Connection {
  * the rest to `fallback`. `fallbackFor(req)`: true to hand a well-formed
  * request to the fallback too (the front end's reserved routes).
  */
-function createFastServer ({ onRequest, fallback, fallbackFor = () => false, keepAliveTimeout = 5000, headersTimeout = 60000, maxHeaderSize = 16 * 1024 }) {
+function createFastServer ({ onRequest, fallback, fallbackFor = () => false, keepAliveTimeout = 5000, headersTimeout = 60000, maxHeaderSize = 16 * 1024, maxBodySize = 64 * 1024 }) {
   const server = net.createServer()
-  const state = { onRequest, fallback, fallbackFor, keepAliveTimeout, headersTimeout, maxHeaderSize, connections: new Set() }
+  const state = { onRequest, fallback, fallbackFor, keepAliveTimeout, headersTimeout, maxHeaderSize, maxBodySize, connections: new Set() }
   server.on('connection', (socket) => state.connections.add(new Connection(socket, state)))
   // One sweep over every connection's deadlines, as Node's own server checks
   // its headersTimeout: cheaper than re-arming a socket timer per request.

@@ -32,10 +32,10 @@ const { RETRY_NEWER_MAP } = require('../core/http')
  * sentAt)`, with the `performance.now()` at which the attempt was sent, and
  * is not forwarded.
  *
- * The default forwarder sends a request without a body through
- * frontend/upstream-h1.js (our own keep-alive HTTP/1.1 client, which speaks
- * undici's handler protocol) and one with a body through undici's
- * `dispatch`; either streams the answer chunk by chunk into `res` with no
+ * The default forwarder sends a request without a body, or with a body
+ * already read whole (a Buffer), through frontend/upstream-h1.js (our own
+ * keep-alive HTTP/1.1 client, which speaks undici's handler protocol) and one
+ * with a streamed body through undici's `dispatch`; either streams the answer chunk by chunk into `res` with no
  * Readable in between and passes the raw header list through without
  * building an object (docs/frontend-performance.md). `client: 'undici'`
  * sends every request through undici. `res` may be Node's ServerResponse or
@@ -187,7 +187,8 @@ class UndiciForwarder {
     this.connections = connections
     this.timeoutMs = timeoutMs
     this.pools = new Map()
-    // Requests without a body: frontend/upstream-h1.js ('chopper'), or undici too ('undici').
+    // Requests without a body or with one read whole (a Buffer): frontend/upstream-h1.js
+    // ('chopper'), or undici too ('undici'). A streamed body always goes through undici.
     this.own = client === 'chopper' ? new Map() : null
   }
 
@@ -217,7 +218,7 @@ class UndiciForwarder {
   attempt (origin, request, res, extra, done, tracker = null, slot = 0, size = 1) {
     const handler = new ForwardHandler(res, extra, done, tracker, slot, size)
     if (tracker !== null) tracker.begin(slot, size)
-    if (this.own !== null && request.body === null) this.#ownPool(origin).dispatch(request, handler)
+    if (this.own !== null && (request.body === null || Buffer.isBuffer(request.body))) this.#ownPool(origin).dispatch(request, handler)
     else this.#pool(origin).dispatch(request, handler)
     return handler // its abort() stops the upstream request when the client leaves
   }

@@ -6,6 +6,10 @@ const { RoutingTable } = require('./routing-table')
 const { createForwarder } = require('./forwarders')
 const { createProxyHandler } = require('./proxy')
 const { createFastServer } = require('./fast-http')
+
+// The largest body the fast data server reads whole (frontend/fast-http.js); a request with a
+// larger one, or a chunked one, goes to Node's server, whose path buffers up to bufferLimit or streams.
+const FAST_BODY_LIMIT = 64 * 1024
 const { createFrontendMetrics } = require('./metrics')
 const { ReplicaRouter, sizeFromQuery } = require('./replica-router')
 const { ControllerClient, parseControllerUrls } = require('../core/controller-client')
@@ -24,7 +28,7 @@ const defaults = Object.freeze({
   advertiseHost: '127.0.0.1',
   controllerUrl: undefined, // without it the front end only takes pushes
   forwarder: 'undici', // 'undici' | 'axios' (bench/forwarding.js compares them)
-  dataServer: 'fast', // 'fast': frontend/fast-http.js takes bodiless requests itself, the rest go to Node's http server; 'node': Node's http server takes all
+  dataServer: 'fast', // 'fast': frontend/fast-http.js takes requests without a body or with one up to 64 KiB itself, the rest go to Node's http server; 'node': Node's http server takes all
   upstreamClient: 'chopper', // with the undici forwarder, bodiless requests go upstream through 'chopper' (frontend/upstream-h1.js) or 'undici' too
   connections: 64, // keep-alive connections per app server
   upstreamTimeoutMs: 30000,
@@ -110,7 +114,8 @@ function createFrontend (options = {}) {
 
   const nodeServer = http.createServer(onData)
   const dataServer = opts.dataServer === 'fast'
-    ? createFastServer({ onRequest: proxy, fallback: nodeServer, fallbackFor: (req) => (req.method === 'GET' || req.method === 'HEAD') && isReserved(req.url) })
+    // Bodies up to 64 KiB (and never above bufferLimit) are read whole there; larger ones go to Node's server.
+    ? createFastServer({ onRequest: proxy, fallback: nodeServer, fallbackFor: (req) => (req.method === 'GET' || req.method === 'HEAD') && isReserved(req.url), maxBodySize: Math.min(FAST_BODY_LIMIT, opts.bufferLimit) })
     : nodeServer
   // A node:cluster worker has no control plane of its own: the primary takes
   // pushes and relays them (frontend/cluster.js).

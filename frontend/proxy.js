@@ -61,9 +61,15 @@ function forwardHeaders (req, generation) {
   return out
 }
 
+/** A body still to read from `req` (frontend/fast-http.js hands over requests whose body it has read whole: `bufferedBody`). */
 function hasBody (req) {
-  if (req.bodyless === true) return false // frontend/fast-http.js takes only requests without one
+  if (req.bodyless === true || req.bufferedBody != null) return false
   return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] || 0) > 0
+}
+
+/** The body frontend/fast-http.js read whole (a Buffer), or null. */
+function bufferedBodyOf (req) {
+  return req.bufferedBody != null ? req.bufferedBody : null
 }
 
 /** Read a request body of known length up to `limit` bytes, so a 421 can be retried. */
@@ -82,7 +88,7 @@ async function bufferBody (req, limit) {
  * The front end's data path, a plain `(req, res)` handler (no Express on
  * the hot path: docs/frontend-performance.md): key -> fingerprint32 -> binary
  * search -> forward. `req` and `res` are Node's, or for a request without a
- * body the lighter pair of frontend/fast-http.js.
+ * body or with a small one (read whole) the lighter pair of frontend/fast-http.js.
  *
  * The server: `router` (frontend/replica-router.js) picks it. Reads of a
  * slice that several servers admit choose among them with the replica-choice
@@ -137,7 +143,7 @@ function createProxyHandler ({ table, router, forwarder, metrics, keyFrom = keyF
     if (!table.map) await table.refresh()
     if (!table.map) throw new NoAssignmentError('no slice assignment yet: the controller has not pushed one')
 
-    let body = null
+    let body = bufferedBodyOf(req)
     let replayable = true
     if (first === undefined && hasBody(req)) {
       const length = Number(req.headers['content-length'])
@@ -278,7 +284,7 @@ function createProxyHandler ({ table, router, forwarder, metrics, keyFrom = keyF
     const owner = router.ids[slot]
     const origin = map.urlOf(owner)
     const generation = map.generation
-    state.upstream = forwarder.attempt(origin, { method: req.method, path: req.url, headers: forwardHeaders(req, generation), body: null }, res,
+    state.upstream = forwarder.attempt(origin, { method: req.method, path: req.url, headers: forwardHeaders(req, generation), body: bufferedBodyOf(req) }, res,
       responseHeadersFor(map, owner), (err, outcome) => {
         if (!err && outcome === null) return
         forward(req, res, state, appKey, key, size, { err, outcome, owner, origin, generation }).catch((e) => fail(req, res, state, e))

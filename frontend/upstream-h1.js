@@ -5,10 +5,12 @@ const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
 
 /**
  * A keep-alive HTTP/1.1 client for the front end's common case: a request
- * without a body to one app server (docs/frontend-performance.md, "A server and a client
- * of our own"). It speaks undici's dispatch-handler protocol (onConnect,
- * onHeaders, onData, onComplete, onError) so `ForwardHandler` drives it
- * unchanged; requests with a body still go through undici.
+ * without a body, or with a body already read whole into a Buffer (sent
+ * after the head in the same write, framed by the request's own
+ * Content-Length), to one app server (docs/frontend-performance.md, "A server
+ * and a client of our own"). It speaks undici's dispatch-handler protocol
+ * (onConnect, onHeaders, onData, onComplete, onError) so `ForwardHandler`
+ * drives it unchanged; requests with a streamed body still go through undici.
  *
  * Per request it writes the head as one latin1 string and parses the answer
  * in place: status line, header lines, then the body by Content-Length, by
@@ -97,7 +99,17 @@ class Connection {
     let head = request.method + ' ' + request.path + ' HTTP/1.1\r\nhost: ' + this.pool.host + '\r\n'
     for (let i = 0; i < h.length; i += 2) head += h[i] + ': ' + h[i + 1] + '\r\n'
     this.written = true
+    const body = request.body
+    if (body === null || body === undefined || body.length === 0) {
+      this.socket.write(head + '\r\n', 'latin1')
+      return
+    }
+    // A body read whole (frontend/fast-http.js): head and body leave in one write. The
+    // request's own Content-Length, forwarded in its headers, frames it.
+    this.socket.cork()
     this.socket.write(head + '\r\n', 'latin1')
+    this.socket.write(body)
+    this.socket.uncork()
   }
 
   abortRequest (handler) {

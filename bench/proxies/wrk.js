@@ -34,10 +34,11 @@ function parseWrk (text) {
  * Run wrk against `url` and parse its report. Asynchronous, so the bench can
  * sample CPU and handle signals while it runs.
  * @param {string} url
- * @param {{ threads: number, connections: number, durationS: number, binary?: string }} options
+ * @param {{ threads: number, connections: number, durationS: number, binary?: string, script?: string }} options
+ *   script: a wrk Lua script (-s), such as the one bench/forwarding.js writes for --body-bytes
  */
-function runWrk (url, { threads, connections, durationS, binary = 'wrk' }) {
-  const args = [`-t${threads}`, `-c${connections}`, `-d${durationS}s`, '--latency', url]
+function runWrk (url, { threads, connections, durationS, binary = 'wrk', script }) {
+  const args = [`-t${threads}`, `-c${connections}`, `-d${durationS}s`, '--latency', ...(script ? ['-s', script] : []), url]
   return new Promise((resolve, reject) => {
     execFile(binary, args, { timeout: (durationS + 30) * 1000 }, (err, stdout, stderr) => {
       if (err) return reject(new Error(`wrk ${args.join(' ')} failed: ${stderr || err.message}`))

@@ -143,18 +143,19 @@ describe('withCapacity: an app wrapped as one modelled FIFO server (real HTTP, r
   test('the compute app (work: false) answers at once; the wrapper holds each response for its service time, in arrival order', async () => {
     const instance = await compute.create(MODELS.compute.appOptions)
     const costs = []
-    // 20 ms per request for n = 1000: 5 concurrent requests need >= 100 ms on one modelled server.
-    const { url, model } = await host(instance.app, { app: 'compute', capacity: { computeMsPerMillionOps: 20 }, reportCost: (req, ms) => costs.push(ms) })
+    // 80 ms per request for n = 1000: 5 concurrent requests need >= 400 ms on one modelled server. (With 20 ms,
+    // a busy CI machine once let the first answer leave before the fifth request arrived: a peak queue of 4.)
+    const { url, model } = await host(instance.app, { app: 'compute', capacity: { computeMsPerMillionOps: 80 }, reportCost: (req, ms) => costs.push(ms) })
     const t0 = performance.now()
     const rs = await Promise.all(Array.from({ length: 5 }, (_, i) => call(`${url}/compute?key=k${i}&n=1000`).then((r) => ({ ...r, at: performance.now() - t0 }))))
     for (const r of rs) expect(r).toMatchObject({ status: 200, body: { n: 1000, result: null } })
     // The loop did not run: the app's own time is tiny; the modelled time is not.
     expect(Math.max(...rs.map((r) => r.body.micros))).toBeLessThan(5000)
-    expect(model.stats()).toMatchObject({ served: 5, peakQueue: 5, busyMs: 100, inSystem: 0 })
-    expect(costs).toEqual([20, 20, 20, 20, 20]) // the modelled service time is each request's cost, not its wait
+    expect(model.stats()).toMatchObject({ served: 5, peakQueue: 5, busyMs: 400, inSystem: 0 })
+    expect(costs).toEqual([80, 80, 80, 80, 80]) // the modelled service time is each request's cost, not its wait
     // One at a time: the k-th response cannot leave before k service times (the model never finishes a job early).
     const at = rs.map((r) => r.at).sort((a, b) => a - b)
-    at.forEach((t, k) => expect(t).toBeGreaterThanOrEqual(20 * (k + 1) - 0.5))
+    at.forEach((t, k) => expect(t).toBeGreaterThanOrEqual(80 * (k + 1) - 0.5))
     await instance.close()
   })
 

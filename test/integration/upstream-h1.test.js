@@ -7,11 +7,11 @@ const { listen, close } = require('../../core/http')
 const { pollUntil } = require('../../core/poll')
 
 /** One request through `pool`, collected: status, raw headers, body, or the error. */
-function fetchVia (pool, { method = 'GET', path = '/', headers = [], pauseFirst = false } = {}) {
+function fetchVia (pool, { method = 'GET', path = '/', headers = [], body = null, pauseFirst = false } = {}) {
   return new Promise((resolve) => {
     const out = { status: 0, headers: [], body: '', error: null, resumes: 0, paused: false, duringPause: 0 }
     let resume = null
-    pool.dispatch({ method, path, headers, body: null }, {
+    pool.dispatch({ method, path, headers, body }, {
       onConnect (abort) { out.abort = abort },
       onHeaders (status, raw, res) {
         out.status = status
@@ -261,5 +261,27 @@ describe('frontend/upstream-h1: the keep-alive client for bodiless requests', ()
     expect(rs.map((r) => r.error)).toEqual(sizes.map(() => null))
     expect(rs.map((r) => r.body.length)).toEqual(sizes)
     expect(pool.all.size).toBeLessThanOrEqual(3)
+  })
+
+  test('a body read whole (a Buffer) follows its head, framed by the request\'s Content-Length: Node\'s server reads every byte, on reused connections', async () => {
+    const server = http.createServer((req, res) => {
+      const chunks = []
+      req.on('data', (c) => chunks.push(c))
+      req.on('end', () => {
+        const got = Buffer.concat(chunks)
+        res.setHeader('content-length', String(got.length))
+        res.end(got) // echo
+      })
+    })
+    const port = await listen(server, 0, '127.0.0.1')
+    closers.push(() => close(server))
+    const pool = new UpstreamPool(`http://127.0.0.1:${port}`, { connections: 2, timeoutMs: 30000 })
+    closers.push(() => pool.destroy())
+    const sizes = Array.from({ length: 40 }, (_, i) => (i * 4099) % 60000)
+    const bodies = sizes.map((n, i) => Buffer.alloc(n, String.fromCharCode(97 + (i % 26))))
+    const rs = await Promise.all(bodies.map((b, i) => fetchVia(pool, { method: 'PUT', path: `/?i=${i}`, headers: ['content-length', String(b.length)], body: b })))
+    expect(rs.map((r) => r.error)).toEqual(sizes.map(() => null))
+    expect(rs.map((r) => r.body)).toEqual(bodies.map((b) => b.toString('latin1')))
+    expect(pool.all.size).toBeLessThanOrEqual(2)
   })
 })
