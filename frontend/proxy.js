@@ -3,7 +3,7 @@
 const { sliceKey } = require('../core/keyspace')
 const {
   MissingKeyError, NoAssignmentError, UpstreamUnreachableError, UpstreamUnavailableError,
-  UpstreamTimeoutError, PayloadTooLargeError, InvalidArgumentError, statusOf, toHttpBody
+  UpstreamTimeoutError, PayloadTooLargeError, InvalidArgumentError, WriteIndeterminateError, statusOf, toHttpBody
 } = require('../core/errors')
 const { keyFromRawRequest } = require('../core/request-key')
 const { performance } = require('node:perf_hooks')
@@ -17,14 +17,19 @@ const CLIENT_FAULT_CODES = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTE
 // Nothing reached the app server: any replayable request may be sent elsewhere.
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH'])
 // A request may have reached the app server before its connection broke: only
-// methods that may be repeated are retried (RFC 9110 9.2.2).
-const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS'])
+// reads are sent again then. A PUT or DELETE is idempotent in RFC 9110's sense
+// (9.2.2), but not against other clients' writes: replayed after another
+// client's write of the key was answered, a PUT that had already taken effect
+// takes effect a second time and undoes that write (the chaos run's history
+// checker caught one, 2026-11-26). A write whose connection broke is answered
+// 503 CHOPPER_ERR_WRITE_INDETERMINATE instead: it may or may not have applied.
+const SAFE = new Set(['GET', 'HEAD', 'OPTIONS'])
 // A key can meet several handoffs in a row (a hot slice moved twice): retry a
 // few times, always within the hold deadline.
 const MAX_RETRIES = 4
 
 function retryableAfter (err, method) {
-  return NOT_SENT_CODES.has(err.code) || IDEMPOTENT.has(method)
+  return NOT_SENT_CODES.has(err.code) || SAFE.has(method)
 }
 
 /** Reads may go to any replica that admits the slice; writes go to the primary (docs/replication.md). */
@@ -100,10 +105,13 @@ async function bufferBody (req, limit) {
  * lease ran out) or an unreachable owner (killed, or gone after a drain), wait
  * up to `holdMs` for a newer map (a push wakes us; we also pull) and retry on
  * the server it names, when the request can be replayed (no body, or a body
- * small enough to have been buffered) and, after a broken connection, only
- * when its method is idempotent. A read of a replicated slice retries on
+ * small enough to have been buffered) and, after a broken connection (not a
+ * refused one), only when it is a read: a write whose connection broke after
+ * it was sent may have applied, and is answered 503
+ * CHOPPER_ERR_WRITE_INDETERMINATE. A read of a replicated slice retries on
  * another replica without waiting. So a request that meets a handoff or a dead
- * server is delayed, not failed.
+ * server is delayed, not failed, unless it is a write the dead server may
+ * have applied.
  *
  * @returns {(req, res) => void}
  */
@@ -182,7 +190,7 @@ function createProxyHandler ({ table, router, forwarder, metrics, keyFrom = keyF
         metrics.upstreamErrors.inc({ server: owner, code: err.code || 'UNKNOWN' })
         if (TIMEOUT_CODES.has(err.code)) throw new UpstreamTimeoutError(`app server ${owner} did not answer in time`, { cause: err })
         if (NOT_SENT_CODES.has(err.code) && owner !== undefined) router.suspect(owner) // refused: other replicas take its reads for a while
-        if (attempt === 0 && replayable && !NOT_SENT_CODES.has(err.code) && IDEMPOTENT.has(req.method)) {
+        if (attempt === 0 && replayable && !NOT_SENT_CODES.has(err.code) && SAFE.has(req.method)) {
           // A broken connection, not a refused one: most often a keep-alive
           // socket the server had just closed. Try once more (the same owner,
           // or for a read of a replicated slice, whichever replica the policy picks).
@@ -205,6 +213,10 @@ function createProxyHandler ({ table, router, forwarder, metrics, keyFrom = keyF
             metrics.retries.inc({ reason: 'unreachable' })
             continue
           }
+        }
+        if (!SAFE.has(req.method) && !NOT_SENT_CODES.has(err.code)) {
+          logger.warn({ server: owner, origin, method: req.method, err: { code: err.code, message: err.message } }, 'connection broke after a write was sent: its outcome is unknown')
+          throw new WriteIndeterminateError(`the connection to app server ${owner} broke after the ${req.method} was sent (${err.code || err.message}): it may or may not have been applied; read the key to find out`, { cause: err })
         }
         logger.warn({ server: owner, origin, err: { code: err.code, message: err.message } }, 'app server unreachable')
         throw new UpstreamUnreachableError(`app server ${owner} at ${origin} is unreachable (${err.code || err.message})`, { cause: err })

@@ -160,4 +160,40 @@ describe('front-end forwarding', () => {
     expect(metrics).not.toMatch(/chopper_frontend_retries_total\{/)
     expect(started).toBe(1)
   })
+
+  for (const dataServer of ['fast', 'node']) {
+    test(`${dataServer} data server: a connection that breaks after the request was sent: a read is retried, a write is answered 503 CHOPPER_ERR_WRITE_INDETERMINATE and never replayed`, async () => {
+      // An app that "dies" on its first request of each method: it destroys the connection without answering.
+      const seen = { GET: 0, PUT: 0, DELETE: 0 }
+      const app = express.Router()
+      app.all('/{*rest}', async (req, res) => {
+        for await (const chunk of req) seen.bytes = (seen.bytes || 0) + chunk.length // read the body: the write has arrived
+        seen[req.method]++
+        if (seen[req.method] === 1) return req.socket.destroy()
+        res.status(200).json({ method: req.method })
+      })
+      const server = createAppServer({ id: 'dies', app })
+      await server.start()
+      closers.push(() => server.close())
+      const fe = createFrontend({ bufferLimit: 1024, dataServer })
+      await fe.start()
+      closers.push(() => fe.close())
+      const assignment = { generation: 4, slices: [{ start: 0, end: KEYSPACE_SIZE, servers: ['dies'] }], servers: { dies: { url: server.urls.url } } }
+      expect((await putJson(`${fe.urls.controlUrl}/v1/assignment`, assignment)).status).toBe(200)
+      expect((await putJson(`${server.urls.controlUrl}/v1/assignment`, assignment)).status).toBe(200)
+
+      const get = await call(`${fe.urls.url}/x?key=k`)
+      expect(get.status).toBe(200) // retried once on the same server
+      expect(seen.GET).toBe(2)
+      for (const method of ['PUT', 'DELETE']) {
+        const w = await call(`${fe.urls.url}/x?key=k`, { method, headers: { 'content-type': 'text/plain' }, body: method === 'PUT' ? 'v1' : undefined })
+        expect(w.status).toBe(503)
+        expect(w.body.error.code).toBe('CHOPPER_ERR_WRITE_INDETERMINATE')
+        expect(w.body.error.message).toMatch(/may or may not have been applied/)
+        expect(seen[method]).toBe(1) // not replayed: it may have applied
+      }
+      const metrics = (await call(`${fe.urls.url}/metrics`)).body
+      expect(metrics).toMatch(/chopper_frontend_errors_total\{code="CHOPPER_ERR_WRITE_INDETERMINATE"\} 2/)
+    })
+  }
 })
