@@ -6,10 +6,6 @@ const { RoutingTable } = require('./routing-table')
 const { createForwarder } = require('./forwarders')
 const { createProxyHandler } = require('./proxy')
 const { createFastServer } = require('./fast-http')
-
-// The largest body the fast data server reads whole (frontend/fast-http.js); a request with a
-// larger one, or a chunked one, goes to Node's server, whose path buffers up to bufferLimit or streams.
-const FAST_BODY_LIMIT = 64 * 1024
 const { createFrontendMetrics } = require('./metrics')
 const { ReplicaRouter, sizeFromQuery } = require('./replica-router')
 const { ControllerClient, parseControllerUrls } = require('../core/controller-client')
@@ -18,6 +14,10 @@ const { jsonErrorHandler, listen, close } = require('../core/http')
 const { InvalidArgumentError } = require('../core/errors')
 const { silent } = require('../core/logger')
 const { validateToken } = require('../core/cluster-auth')
+
+// The largest body the fast data server reads whole (frontend/fast-http.js); a request with a
+// larger one, or a chunked one, goes to Node's server, whose path buffers up to bufferLimit or streams.
+const FAST_BODY_LIMIT = 64 * 1024
 
 /** Every option of createFrontend and its default. */
 const defaults = Object.freeze({
@@ -29,7 +29,7 @@ const defaults = Object.freeze({
   controllerUrl: undefined, // without it the front end only takes pushes
   forwarder: 'undici', // 'undici' | 'axios' (bench/forwarding.js compares them)
   dataServer: 'fast', // 'fast': frontend/fast-http.js takes requests without a body or with one up to 64 KiB itself, the rest go to Node's http server; 'node': Node's http server takes all
-  upstreamClient: 'chopper', // with the undici forwarder, bodiless requests go upstream through 'chopper' (frontend/upstream-h1.js) or 'undici' too
+  upstreamClient: 'chopper', // with the undici forwarder, requests without a body or with one read whole go upstream through 'chopper' (frontend/upstream-h1.js) or 'undici' too
   connections: 64, // keep-alive connections per app server
   upstreamTimeoutMs: 30000,
   bufferLimit: 1024 * 1024, // bodies up to this size are buffered so a 421 can be retried
