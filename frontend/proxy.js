@@ -214,7 +214,7 @@ function createProxyHandler ({ table, router, forwarder, metrics, keyFrom = keyF
             continue
           }
         }
-        if (!SAFE.has(req.method) && !NOT_SENT_CODES.has(err.code)) {
+        if (owner !== undefined && !SAFE.has(req.method) && !NOT_SENT_CODES.has(err.code)) {
           logger.warn({ server: owner, origin, method: req.method, err: { code: err.code, message: err.message } }, 'connection broke after a write was sent: its outcome is unknown')
           throw new WriteIndeterminateError(`the connection to app server ${owner} broke after the ${req.method} was sent (${err.code || err.message}): it may or may not have been applied; read the key to find out`, { cause: err })
         }
