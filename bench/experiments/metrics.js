@@ -97,10 +97,18 @@ function errorsOf (x, experiment) {
   return { count: x.errorCount - notFound, byClass, notFound }
 }
 
+/** A loadgen latency summary in the report's shape. */
+const lat = (l) => ({ p50: l.p50, p90: l.p90, p99: l.p99, 'p99.9': l['p99.9'], mean: l.mean, max: l.max })
+
+/** Per HTTP method: its count and latencies, in the report's shape. */
+function latByMethod (byMethod) {
+  return Object.fromEntries(Object.entries(byMethod || {}).map(([m, l]) => [m, { count: l.count, ...lat(l) }]))
+}
+
 /** The load generator's time outside the servers, in the report's latency shape (null when no response stated its server time). */
-function outsideOf (o, lat) {
+function outsideOf (o) {
   if (!o) return null
-  return { count: o.count, ...lat(o), byMethod: Object.fromEntries(Object.entries(o.byMethod || {}).map(([m, l]) => [m, { count: l.count, ...lat(l) }])) }
+  return { count: o.count, ...lat(o), byMethod: latByMethod(o.byMethod) }
 }
 
 /**
@@ -115,7 +123,6 @@ function outsideOf (o, lat) {
  */
 function contenderMetrics (r, { experiment, rounds, cache, runStartedAt }) {
   const windowMs = r.options.windowMs
-  const lat = (l) => ({ p50: l.p50, p90: l.p90, p99: l.p99, 'p99.9': l['p99.9'], mean: l.mean, max: l.max })
   let usual = 0
   let total = 0
   const phases = r.phases.map((p, i) => {
@@ -152,10 +159,10 @@ function contenderMetrics (r, { experiment, rounds, cache, runStartedAt }) {
   return {
     latencyMs: lat(r.totals.latencyMs),
     // reads and writes apart: a KV write goes to the slice's primary and holds its replicas
-    latencyByMethod: Object.fromEntries(Object.entries(r.totals.latencyByMethod || {}).map(([m, l]) => [m, { count: l.count, ...lat(l) }])),
+    latencyByMethod: latByMethod(r.totals.latencyByMethod),
     // latency minus the app server's own time (its Server-Timing, bench/lib/capacity.js): the time
     // in the client, the router (front end or HAProxy) and on the network; null without the capacity model
-    outsideServerMs: outsideOf(r.totals.outsideServerMs, lat),
+    outsideServerMs: outsideOf(r.totals.outsideServerMs),
     percentileCurve: percentileCurve(r.totals.histogram),
     throughput: {
       targetRate: r.totals.targetRate,
