@@ -187,6 +187,7 @@ function createAppServer (options) {
     if (leases) leases.stop()
     if (membership) await membership.stop()
     await Promise.all([close(dataServer), close(controlServer)])
+    if (client) await client.close()
   }
 
   // `listeners` is for fault injection in benches (bench/chaos): the raw http servers.

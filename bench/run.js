@@ -5,7 +5,7 @@
 const { execFileSync } = require('node:child_process')
 const path = require('node:path')
 
-const BENCHES = ['lookup.js', 'strategy-round.js', 'forwarding.js', 'appserver-overhead.js', 'memory.js']
+const BENCHES = ['lookup.js', 'strategy-round.js', 'forwarding.js', 'appserver-overhead.js', 'control-http.js', 'memory.js']
 for (const file of BENCHES) {
   console.log(`\n=== bench/${file}`)
   execFileSync(process.execPath, [path.join(__dirname, file)], { stdio: 'inherit' })

@@ -1006,6 +1006,7 @@ function createController (options = {}) {
       if (saveLoop) await saveLoop // a save under way ends first: no write after the lease is gone
       if (election) await election.stop() // releases the lease: a standby takes over at once
       await close(server)
+      await collector.close()
     },
     /** Die as a killed process would: no lease released, no goodbye (tests, chaos). */
     async crash () {
@@ -1013,6 +1014,7 @@ function createController (options = {}) {
       shutdown()
       server.closeAllConnections()
       await close(server)
+      await collector.close()
     },
     runRound,
     status,

@@ -1,7 +1,6 @@
 'use strict'
 
-const axios = require('axios')
-const { attachSigner } = require('../core/cluster-auth')
+const { JsonClient } = require('../core/json-client')
 
 /**
  * Collects each app server's per-range request counts and cost (busy ms)
@@ -15,8 +14,7 @@ const { attachSigner } = require('../core/cluster-auth')
 class LoadCollector {
   /** @param {{ timeoutMs?: number, clusterToken?: string }} [options] clusterToken: sign every collection with it */
   constructor ({ timeoutMs = 2000, clusterToken } = {}) {
-    this.http = axios.create({ timeout: timeoutMs })
-    if (clusterToken !== undefined) attachSigner(this.http, clusterToken)
+    this.http = new JsonClient({ timeoutMs, clusterToken })
     this.acks = new Map() // server id -> { instance, seq } of the last report used
   }
 
@@ -29,8 +27,8 @@ class LoadCollector {
     const ids = [...servers.keys()]
     const results = await Promise.allSettled(ids.map(async (id) => {
       const ack = this.acks.get(id)
-      const params = ack ? { instance: ack.instance, seq: ack.seq } : {}
-      const { data } = await this.http.get(`${servers.get(id).controlUrl}/v1/load`, { params })
+      const query = ack ? { instance: ack.instance, seq: ack.seq } : undefined
+      const { data } = await this.http.get(`${servers.get(id).controlUrl}/v1/load`, { query })
       if (!data || !Array.isArray(data.entries)) throw new Error('malformed load report')
       return data
     }))
@@ -74,6 +72,11 @@ class LoadCollector {
 
   forget (id) {
     this.acks.delete(id)
+  }
+
+  /** Close the pool now: a collection in flight rejects. */
+  async close () {
+    await this.http.destroy()
   }
 }
 

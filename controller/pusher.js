@@ -1,8 +1,7 @@
 'use strict'
 
-const axios = require('axios')
 const { silent } = require('../core/logger')
-const { attachSigner } = require('../core/cluster-auth')
+const { JsonClient, json } = require('../core/json-client')
 
 /**
  * Delivers the latest assignment to every registered target (front ends and
@@ -18,14 +17,14 @@ class Pusher {
    */
   constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, onAck = () => {}, clusterToken, logger = silent } = {}) {
     this.onAck = onAck
-    this.http = axios.create({ timeout: timeoutMs })
     // Signed pushes (docs/security.md); every retry is signed afresh (its own nonce).
-    if (clusterToken !== undefined) attachSigner(this.http, clusterToken)
+    this.http = new JsonClient({ timeoutMs, clusterToken })
     this.minBackoffMs = minBackoffMs
     this.maxBackoffMs = maxBackoffMs
     this.logger = logger
     this.targets = new Map() // key -> { url, acked, inflight, timer, backoff, failures }
     this.latest = null
+    this.latestBody = null // this.latest serialized once, for every target
     this.stats = { pushes: 0, failures: 0, rejected: 0 }
     this.closed = false
   }
@@ -48,6 +47,7 @@ class Pusher {
   /** Publish a new assignment to every target. */
   publish (assignment) {
     this.latest = assignment
+    this.latestBody = null
     for (const key of this.targets.keys()) this.#kick(key)
   }
 
@@ -70,11 +70,13 @@ class Pusher {
 
   async #send (key, t) {
     const assignment = this.latest
+    if (this.latestBody === null) this.latestBody = json(assignment)
+    const body = this.latestBody
     t.inflight = true
     this.stats.pushes++
     let retry = false
     try {
-      const res = await this.http.put(`${t.url}/v1/assignment`, assignment)
+      const res = await this.http.put(`${t.url}/v1/assignment`, body)
       t.acked = assignment.generation
       t.failures = 0
       t.backoff = this.minBackoffMs
@@ -108,6 +110,8 @@ class Pusher {
   close () {
     this.closed = true
     for (const t of this.targets.values()) clearTimeout(t.timer)
+    // pushes in flight end with their timeout; the pool's idle sockets do not hold the process open
+    this.http.close().catch(() => {})
   }
 }
 

@@ -186,38 +186,6 @@ function jsonWithRawBody (limit) {
 }
 
 /**
- * Sign every request `instance` (axios) sends with `token`. The interceptor
- * serializes `config.data` itself (JSON for objects) and builds the final URL
- * (baseURL, url and params) so that the bytes and the path it signs are
- * exactly those sent. Each attempt gets its own nonce.
- * @returns {number} the interceptor id (instance.interceptors.request.eject(id))
- */
-function attachSigner (instance, token) {
-  if (validateToken(token) === undefined) throw new InvalidArgumentError('invalid clusterToken: expected the cluster token')
-  return instance.interceptors.request.use((config) => {
-    let body
-    if (config.data !== undefined && config.data !== null) {
-      if (Buffer.isBuffer(config.data)) body = config.data
-      else if (typeof config.data === 'string') body = Buffer.from(config.data, 'utf8')
-      else {
-        body = Buffer.from(JSON.stringify(config.data), 'utf8')
-        config.headers.set('Content-Type', 'application/json')
-      }
-      config.data = body // a Buffer passes axios's request transforms untouched
-    }
-    // What the http adapter sends: the URL parsed (normalized), then params appended.
-    const full = new URL(instance.getUri({ baseURL: config.baseURL, url: config.url, params: config.params, paramsSerializer: config.paramsSerializer, allowAbsoluteUrls: config.allowAbsoluteUrls }))
-    config.url = full.href
-    config.baseURL = undefined
-    config.params = undefined
-    const method = (config.method || 'get').toUpperCase()
-    const headers = signRequest({ token, method, path: full.pathname + full.search, body })
-    for (const [k, v] of Object.entries(headers)) config.headers.set(k, v)
-    return config
-  })
-}
-
-/**
  * The one warning a component logs when it runs without a token.
  * @param {import('pino').Logger} logger
  */
@@ -225,4 +193,4 @@ function warnUnauthenticated (logger) {
   logger.warn('control plane unauthenticated: set clusterToken / CHOPPER_CLUSTER_TOKEN')
 }
 
-module.exports = { signRequest, RequestVerifier, verifyMiddleware, jsonWithRawBody, attachSigner, validateToken, warnUnauthenticated, HEADERS, MIN_TOKEN_LENGTH }
+module.exports = { signRequest, RequestVerifier, verifyMiddleware, jsonWithRawBody, validateToken, warnUnauthenticated, HEADERS, MIN_TOKEN_LENGTH }

@@ -1,8 +1,7 @@
 'use strict'
 
-const axios = require('axios')
 const { InvalidArgumentError } = require('./errors')
-const { attachSigner } = require('./cluster-auth')
+const { JsonClient } = require('./json-client')
 
 /**
  * Controller URLs from an option: one URL, a comma-separated list, or an
@@ -38,9 +37,8 @@ class ControllerClient {
   constructor ({ controllerUrl, timeoutMs = 2000, clusterToken }) {
     this.urls = parseControllerUrls(controllerUrl)
     this.current = 0
-    this.http = axios.create({ timeout: timeoutMs })
     // Every call is signed with the cluster token when there is one (docs/security.md).
-    if (clusterToken !== undefined) attachSigner(this.http, clusterToken)
+    this.http = new JsonClient({ timeoutMs, clusterToken })
   }
 
   /** The controller calls go to now. */
@@ -52,7 +50,7 @@ class ControllerClient {
     let lastErr
     for (let attempt = 0; attempt < this.urls.length; attempt++) {
       try {
-        return (await this.http.request({ method, url: path, baseURL: this.urls[this.current], data })).data
+        return (await this.http.request(method, this.urls[this.current] + path, { body: data })).data
       } catch (err) {
         lastErr = err
         if (this.urls.length === 1 || !tryElsewhere(err)) throw err
@@ -93,6 +91,11 @@ class ControllerClient {
 
   async getAssignment () {
     return this.#call('get', '/v1/assignment')
+  }
+
+  /** Close the pool now (its member is closing): calls in flight reject. */
+  async close () {
+    await this.http.destroy()
   }
 }
 

@@ -32,6 +32,8 @@ const TABLE = {
   KeyHeldError: ['CHOPPER_ERR_KEY_HELD', 409],
   TooManyClientsError: ['CHOPPER_ERR_TOO_MANY_CLIENTS', 503],
   TimeoutError: ['CHOPPER_ERR_TIMEOUT', 504],
+  // a member of the cluster answered a control-plane call with an error (core/json-client.js: err.response)
+  PeerStatusError: ['CHOPPER_ERR_PEER_STATUS', 502],
   NotLeaderError: ['CHOPPER_ERR_NOT_LEADER', 503],
   StaleEpochError: ['CHOPPER_ERR_STALE_EPOCH', 409],
   ImplausibleValueError: ['CHOPPER_ERR_IMPLAUSIBLE', 400],

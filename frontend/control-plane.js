@@ -73,6 +73,7 @@ function createControlPlane ({ id, table, controllerUrl, host, controlPort, adve
     async close () {
       if (membership) await membership.stop()
       await close(server)
+      if (client) await client.close()
     }
   }
 }

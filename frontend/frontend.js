@@ -136,6 +136,7 @@ function createFrontend (options = {}) {
     if (controlPlane) await controlPlane.close()
     await close(dataServer)
     await forwarder.close()
+    if (client) await client.close()
   }
 
   return { id, start, close: closeFrontend, table, metrics, replicas: router, get urls () { return urls } }

@@ -1,12 +1,12 @@
 'use strict'
 
 const http = require('node:http')
-const axios = require('axios')
 const express = require('express')
-const { signRequest, RequestVerifier, verifyMiddleware, jsonWithRawBody, attachSigner, validateToken, HEADERS } = require('../../core/cluster-auth')
+const { signRequest, RequestVerifier, verifyMiddleware, jsonWithRawBody, validateToken, HEADERS } = require('../../core/cluster-auth')
 const { jsonErrorHandler, notFound, listen, close } = require('../../core/http')
 const { silent } = require('../../core/logger')
 const { call } = require('../helpers/http')
+const { JsonClient, json } = require('../../core/json-client')
 
 const TOKEN = 'test-cluster-token-0123456789'
 const T0 = 1_800_000_000_000
@@ -159,11 +159,10 @@ describe('signRequest / RequestVerifier', () => {
   })
 })
 
-describe('over HTTP: attachSigner (axios) and verifyMiddleware (Express)', () => {
+describe('over HTTP: JsonClient (core/json-client.js) and verifyMiddleware (Express)', () => {
   let server
   let base
   let seen
-  let http1
 
   beforeEach(async () => {
     seen = []
@@ -178,28 +177,29 @@ describe('over HTTP: attachSigner (axios) and verifyMiddleware (Express)', () =>
     app.use(notFound(), jsonErrorHandler(silent))
     server = http.createServer(app)
     base = `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}`
-    http1 = new http.Agent({ keepAlive: false })
   })
 
   afterEach(async () => {
     await close(server)
-    http1.destroy()
   })
 
-  test('every request shape a control client sends verifies: baseURL, params, objects, no body', async () => {
-    const client = axios.create({ baseURL: base, httpAgent: http1 })
-    attachSigner(client, TOKEN)
-    await client.post('/signed/v1/servers', { id: 'app-1', url: 'http://127.0.0.1:1', nested: { a: [1, 'é'] } })
-    await client.get('/signed/v1/load', { params: { instance: 'i:1 2,3$', seq: 7 } })
-    await client.delete('/signed/v1/servers/app%201')
-    await client.request({ method: 'put', url: `${base}/signed/v1/assignment?x=1`, baseURL: 'http://127.0.0.1:1', data: { generation: 3 } })
-    await client.put('/signed/raw', '{"already":"json"}', { headers: { 'content-type': 'application/json' } })
+  test('every request shape a control client sends verifies: objects, a body serialized once, a query, no body', async () => {
+    const client = new JsonClient({ clusterToken: TOKEN })
+    try {
+      await client.post(`${base}/signed/v1/servers`, { id: 'app-1', url: 'http://127.0.0.1:1', nested: { a: [1, 'é'] } })
+      await client.get(`${base}/signed/v1/load`, { query: { instance: 'i:1 2,3$', seq: 7 } })
+      await client.delete(`${base}/signed/v1/servers/app%201`)
+      await client.put(`${base}/signed/v1/assignment?x=1`, json({ generation: 3 }))
+      await client.post(`${base}/signed/v1/servers/app-1/drain`, {})
+    } finally {
+      await client.close()
+    }
     expect(seen).toEqual([
       { method: 'POST', url: '/signed/v1/servers', body: { id: 'app-1', url: 'http://127.0.0.1:1', nested: { a: [1, 'é'] } } },
-      { method: 'GET', url: '/signed/v1/load?instance=i:1+2,3$&seq=7', body: undefined },
+      { method: 'GET', url: '/signed/v1/load?instance=i%3A1+2%2C3%24&seq=7', body: undefined },
       { method: 'DELETE', url: '/signed/v1/servers/app%201', body: undefined },
       { method: 'PUT', url: '/signed/v1/assignment?x=1', body: { generation: 3 } },
-      { method: 'PUT', url: '/signed/raw', body: { already: 'json' } }
+      { method: 'POST', url: '/signed/v1/servers/app-1/drain', body: {} }
     ])
   })
 
@@ -207,11 +207,10 @@ describe('over HTTP: attachSigner (axios) and verifyMiddleware (Express)', () =>
     const unsigned = await call(`${base}/signed/v1/servers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
     expect(unsigned).toMatchObject({ status: 401, body: { error: { code: 'CHOPPER_ERR_UNAUTHENTICATED' } } })
 
-    const wrong = axios.create({ baseURL: base, httpAgent: http1, validateStatus: () => true })
-    attachSigner(wrong, 'some-other-cluster-token')
-    const r = await wrong.post('/signed/v1/servers', { id: 'x' })
-    expect(r.status).toBe(403)
-    expect(r.data.error.code).toBe('CHOPPER_ERR_FORBIDDEN')
+    const wrong = new JsonClient({ clusterToken: 'some-other-cluster-token' })
+    const refused = await wrong.post(`${base}/signed/v1/servers`, { id: 'x' }).catch((err) => err)
+    await wrong.close()
+    expect(refused).toMatchObject({ code: 'CHOPPER_ERR_PEER_STATUS', response: { status: 403, data: { error: { code: 'CHOPPER_ERR_FORBIDDEN' } } } })
 
     const body = '{"id":"app-1"}'
     const headers = { 'content-type': 'application/json', ...signRequest({ token: TOKEN, method: 'POST', path: '/signed/v1/servers', body }) }
