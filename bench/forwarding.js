@@ -66,7 +66,7 @@ function commit () {
 
 const loadavg = () => os.loadavg().map((x) => Math.round(x * 100) / 100)
 
-/** With a body size: a wrk script (in a temporary file) that sends every request as a PUT with that body; else undefined. */
+/** With a body size: a wrk script (in a temporary directory, removed after the run) that sends every request as a PUT with that body; else undefined. */
 function putScript (bytes) {
   if (!(bytes > 0)) return undefined
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'chopper-forwarding-')), 'put.lua')
@@ -177,6 +177,7 @@ async function main () {
     }
   } finally {
     await stopAll()
+    if (wrkOptions.script) fs.rmSync(path.dirname(wrkOptions.script), { recursive: true, force: true })
   }
   machine.loadavgEnd = loadavg()
   const result = {
