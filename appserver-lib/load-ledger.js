@@ -1,6 +1,7 @@
 'use strict'
 
 const crypto = require('node:crypto')
+const { mergeVotes } = require('../core/hot-keys')
 
 /**
  * Per-range request counts and cost (busy milliseconds) that a read never
@@ -31,16 +32,20 @@ class LoadLedger {
   /**
    * Add one slice's requests and their cost (ms) to the open frame. Either may
    * be 0: a request's cost can arrive after its count was flushed (it finished
-   * after a map change or a report).
+   * after a map change or a report). `hot`: the slice's majority vote over its
+   * requests' keys (core/hot-keys.js), when it has a candidate.
    */
-  add (start, end, count, cost = 0, done = 0) {
-    if (count > 0 || cost > 0 || done > 0) this.open.push({ start, end, count, cost, done })
+  add (start, end, count, cost = 0, done = 0, hot = undefined) {
+    if (!(count > 0 || cost > 0 || done > 0)) return
+    const e = { start, end, count, cost, done }
+    if (hot !== undefined) e.hot = hot
+    this.open.push(e)
   }
 
   /**
    * Close the open frame and return everything not yet acknowledged.
    * @param {{ instance?: string, seq?: number }} [ack] the controller's last used report
-   * @returns {{ instance: string, seq: number, frames: number, entries: {start,end,count,cost}[] }}
+   * @returns {{ instance: string, seq: number, frames: number, entries: {start,end,count,cost,done?,hot?}[] }}
    */
   read (ack = {}) {
     if (ack.instance === this.instance && Number.isSafeInteger(ack.seq)) {
@@ -63,7 +68,10 @@ class LoadLedger {
   }
 }
 
-/** Sum entries with identical ranges, so repeated reads stay small. Costs are rounded to the microsecond. */
+/**
+ * Sum entries with identical ranges, so repeated reads stay small, and merge
+ * their hot-key votes. Costs are rounded to the microsecond.
+ */
 function coalesce (entries) {
   const byRange = new Map()
   for (const e of entries) {
@@ -73,14 +81,16 @@ function coalesce (entries) {
       prev.count += e.count
       prev.cost += e.cost
       prev.done += e.done || 0
+      prev.hot = mergeVotes(prev.hot, e.hot)
     } else {
-      byRange.set(k, { start: e.start, end: e.end, count: e.count, cost: e.cost, done: e.done || 0 })
+      byRange.set(k, { start: e.start, end: e.end, count: e.count, cost: e.cost, done: e.done || 0, hot: mergeVotes(null, e.hot) })
     }
   }
   const out = [...byRange.values()].sort((a, b) => a.start - b.start || a.end - b.end)
   for (const e of out) {
     e.cost = Math.round(e.cost * 1000) / 1000
     if (e.done === 0) delete e.done // requests that finished here (carried their cost): only when some did
+    if (e.hot === null) delete e.hot // a majority candidate: only when there is one
   }
   return out
 }

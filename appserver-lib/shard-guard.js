@@ -8,6 +8,7 @@ const { subtract } = require('../core/ranges')
 const { NotOwnerError, LeaseExpiredError, InvalidArgumentError } = require('../core/errors')
 const { silent } = require('../core/logger')
 const { LoadLedger } = require('./load-ledger')
+const { vote } = require('../core/hot-keys')
 
 const noop = () => {}
 const CONSISTENCY = ['strict', 'available']
@@ -71,6 +72,9 @@ class ShardGuard {
     this.map = null
     this.owned = new Uint8Array(0)
     this.counts = new Float64Array(0)
+    // per slice of the current map, the majority vote over the keys admitted (core/hot-keys.js)
+    this.hotKeys = new Float64Array(0)
+    this.hotVotes = new Float64Array(0)
     this.ledger = new LoadLedger()
     // Leases: with a controller, enforced (strict mode) from the start, so a
     // map pushed before the first grant admits nothing; without one, from the
@@ -178,6 +182,8 @@ class ShardGuard {
     this.map = map
     this.owned = owned
     this.counts = new Float64Array(map.size)
+    this.hotKeys = new Float64Array(map.size).fill(-1)
+    this.hotVotes = new Float64Array(map.size)
     this.#notifyAssignment(ctx)
     if (acquired.length) results.push(this.#callHook('onAcquire', acquired, ctx))
     this.stats.assignmentsAccepted++
@@ -217,6 +223,8 @@ class ShardGuard {
     if (!this.map) return
     this.#flushToken(this.current, this.counts)
     for (const t of this.older) this.#flushToken(t, null)
+    this.hotKeys.fill(-1)
+    this.hotVotes.fill(0)
   }
 
   #flushToken (token, counts) {
@@ -224,7 +232,9 @@ class ShardGuard {
     const { costs, done } = token
     for (let i = 0; i < costs.length; i++) {
       const n = counts === null ? 0 : counts[i]
-      if (n > 0 || done[i] > 0) this.ledger.add(slices[i].start, slices[i].end, n, costs[i], done[i])
+      // counts are the current map's, and so are its hot-key votes
+      const hot = counts !== null && this.hotVotes[i] > 0 ? { key: this.hotKeys[i], votes: this.hotVotes[i] } : undefined
+      if (n > 0 || done[i] > 0) this.ledger.add(slices[i].start, slices[i].end, n, costs[i], done[i], hot)
     }
     if (counts !== null) counts.fill(0)
     costs.fill(0)
@@ -260,6 +270,7 @@ class ShardGuard {
       return -2
     }
     this.counts[i]++
+    vote(this.hotKeys, this.hotVotes, i, key)
     this.stats.admitted++
     return i
   }
@@ -413,7 +424,8 @@ class ShardGuard {
    * anything: pass the last report the controller used as `ack`. The cost of
    * a request still running is reported once it finished.
    * @param {{ instance?: string, seq?: number }} [ack]
-   * @returns {{ serverId, generation, instance, seq, frames, entries: {start,end,count,cost}[] }}
+   * @returns {{ serverId, generation, instance, seq, frames, entries: {start,end,count,cost,done?,hot?}[] }}
+   *   hot: `{ key, votes }`, the slice's majority vote over its requests' slice keys (core/hot-keys.js)
    */
   report (ack) {
     this.#flushCounts()

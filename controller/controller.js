@@ -13,6 +13,7 @@ const { LeaderElection } = require('./leader-election')
 const { getStrategy } = require('./strategies')
 const { sameLayout, serverLoads, imbalance, keyChurn, withoutMoving, ownedRanges, checkPlausible } = require('../core/assignment')
 const { validateLoadMetric, spreadMetric, totals } = require('../core/load-metric')
+const { hotKeysOf } = require('../core/hot-keys')
 const { overlap } = require('../core/ranges')
 const { KEYSPACE_SIZE, sliceKey } = require('../core/keyspace')
 const { jsonErrorHandler, notFound, listen, close } = require('../core/http')
@@ -610,7 +611,9 @@ function createController (options = {}) {
           // No server is busy enough for balance to matter: nothing to gain, caches to lose.
           m.quietRounds.inc()
         } else {
-          const next = strategy.rebalance(before, loads, strategyOptions, inputsFor(before, undefined, requests))
+          // each slice's hottest key, for splits that cut it out (core/hot-keys.js)
+          const hotKeys = hotKeysOf(before, entries, loads, spreadMetric(before, entries, 'requests'))
+          const next = strategy.rebalance(before, loads, strategyOptions, { ...inputsFor(before, undefined, requests), hotKeys })
           churn = keyChurn(before, next)
           changed = commit(next, `round ${round}`)
         }

@@ -1,6 +1,7 @@
 'use strict'
 
 const { JsonClient } = require('../core/json-client')
+const { validHot } = require('../core/hot-keys')
 
 /**
  * Collects each app server's per-range request counts and cost (busy ms)
@@ -10,6 +11,9 @@ const { JsonClient } = require('../core/json-client')
  * and nothing is lost or counted twice. A server whose collection fails has
  * *unknown* load, never zero. A report from an older app server has no
  * `cost`: its entries parse with cost 0, and its id is listed in `costless`.
+ * An entry's `hot` (its slice's majority vote over request keys,
+ * core/hot-keys.js) is kept when it is plausible: a key in the entry's range,
+ * with no more votes than requests.
  */
 class LoadCollector {
   /** @param {{ timeoutMs?: number, clusterToken?: string }} [options] clusterToken: sign every collection with it */
@@ -57,7 +61,10 @@ class LoadCollector {
         // (a report without `done` predates it: its requests carried their cost)
         const d = Number.isFinite(e.done) && e.done > 0 ? e.done / frames : (e.done === undefined ? n : 0)
         if (n > 0 || c > 0 || d > 0) {
-          entries.push({ start: e.start, end: e.end, count: n, cost: c, done: d })
+          const entry = { start: e.start, end: e.end, count: n, cost: c, done: d }
+          // the slice's hottest key (core/hot-keys.js); votes per period, like the counts
+          if (validHot(e) && e.hot.votes <= e.count) entry.hot = { key: e.hot.key, votes: e.hot.votes / frames }
+          entries.push(entry)
           requests += n
           cost += c
         }

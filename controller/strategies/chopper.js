@@ -48,6 +48,11 @@ const defaults = Object.freeze({
   // merged back nearly every round under a steady load, each time a new map for every member
   // (docs/algorithm.md, "Split noise"). 0 = the paper's threshold
   splitNoise: 2,
+  // not in the paper: a slice to split whose hottest key (the app servers' majority votes,
+  // core/hot-keys.js; the controller passes them as inputs.hotKeys) carried at least this
+  // share of its load is cut around that key, which gets a slice of its own in one round,
+  // instead of being halved round after round (docs/algorithm.md, "Hot-key cuts"). 0 = off
+  hotKeyShare: 0.5,
   // Replication of hot slices (Slicer; docs/algorithm.md, "Replication"). false = the
   // paper's single-owner round, exactly as before replication existed.
   replicate: true,
@@ -96,6 +101,7 @@ const checks = {
   maxSlices: expect.intAtLeast(1),
   minSliceLength: expect.intAtLeast(1, KEYSPACE_SIZE / 2),
   splitNoise: expect.nonNegative,
+  hotKeyShare: expect.fraction,
   replicate: expect.boolean,
   replicaLoadFraction: expect.positive,
   minReplicas: expect.intAtLeast(1, MAX_REPLICAS),
@@ -184,12 +190,13 @@ function markInputSets (c, index, slices) {
  * @param {object} assignment current assignment (not mutated)
  * @param {ArrayLike<number>} loads requests per slice in the last period, aligned with assignment.slices
  * @param {object} [opts] see `defaults`
- * @param {{unknownServers?: string[], requests?: number}} [inputs] `unknownServers`: servers whose load
+ * @param {{unknownServers?: string[], requests?: number, hotKeys?: object[]}} [inputs] `unknownServers`: servers whose load
  *   is unknown this period (their slices' loads are last-known guesses). They are
  *   frozen: nothing is moved, merged or split onto, off or within them, and they
  *   count in no load comparison (docs/algorithm.md, "Servers with unknown load").
  *   `requests`: requests counted in the period, for the mean ceiling's noise
- *   floor; without it the loads are taken to be request counts.
+ *   floor; without it the loads are taken to be request counts. `hotKeys`: each
+ *   slice's hottest key, for the split phase's hot-key cuts (`hotKeyShare`).
  * @returns {{ assignment: object, loads: Float64Array, churn: {merge:number, move:number, replicate?:number, total:number},
  *   ops: object[], imbalance: {before:number, after:number}, moveStop: string|null, meanCeiling: number, frozen: string[] }}
  *   `loads` are the estimated per-slice loads (totals over replicas) of the new
@@ -205,13 +212,13 @@ function chopperRound (assignment, loads, opts, inputs) {
   const o = options(opts)
   validateAssignment(assignment)
   const load = toLoads(loads, assignment.slices.length)
-  const { unknownServers, requests } = resolveInputs(assignment, inputs)
+  const { unknownServers, requests, hotKeys } = resolveInputs(assignment, inputs, load)
   // The phases work on columns (./columns.js), not objects: at a million
   // slices, allocating objects per phase was most of the round's time.
   const index = indexServers(Object.keys(assignment.servers))
   const frozen = frozenFlags(index, unknownServers)
   const frozenIds = index.ids.filter((id, s) => frozen[s])
-  const cols = toColumns(assignment.slices, index, load)
+  const cols = toColumns(assignment.slices, index, load, hotKeys)
   const inputSets = o.replicate ? markInputSets(cols, index, assignment.slices) : []
   const before = knownImbalance(cols, index, frozen, inputSets)
   cols.rep.fill(-1) // the replication phase decides the sets afresh
@@ -257,7 +264,7 @@ function chopperRound (assignment, loads, opts, inputs) {
   })
   // Split noise (replication on): a load L stands for about L / unit requests (docs/algorithm.md).
   const noise = { noise: o.replicate ? o.splitNoise : 0, unit: requests > 0 ? total / requests : 1 }
-  const split = splitColumns(merged.cols, index.ids, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength, frozen, setFrozen, ...noise })
+  const split = splitColumns(merged.cols, index.ids, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength, frozen, setFrozen, ...noise, hotShare: o.hotKeyShare })
 
   const c = split.cols
   const slices = new Array(c.n)

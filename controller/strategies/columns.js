@@ -21,6 +21,11 @@
  * (server indices, primary first) in the round's table of sets, when the
  * replication phase (./replicate.js) gave it several servers. Such a slice's
  * list is that set, whatever `src` says.
+ *
+ * `hot[i]` is the slice's hottest key (a slice key inside it) when the app
+ * servers' reports named one, else -1, and `hotLoad[i]` the load that key
+ * carried at least (inputs.hotKeys, core/hot-keys.js). A merged slice keeps
+ * its first part's, still a key inside it and a lower bound.
  */
 class Columns {
   constructor (n) {
@@ -31,6 +36,8 @@ class Columns {
     this.load = new Float64Array(n)
     this.src = new Int32Array(n)
     this.rep = new Int32Array(n).fill(-1)
+    this.hot = new Float64Array(n).fill(-1)
+    this.hotLoad = new Float64Array(n)
   }
 
   /** Copy slice `i` of `from` to position `k` of this. */
@@ -41,13 +48,15 @@ class Columns {
     this.load[k] = from.load[i]
     this.src[k] = from.src[i]
     this.rep[k] = from.rep[i]
+    this.hot[k] = from.hot[i]
+    this.hotLoad[k] = from.hotLoad[i]
   }
 
   /** The first `n` slices only (phases allocate for the worst case). */
   truncate (n) {
     const c = new Columns(0)
     c.n = n
-    for (const f of ['start', 'end', 'owner', 'load', 'src', 'rep']) c[f] = this[f].subarray(0, n)
+    for (const f of ['start', 'end', 'owner', 'load', 'src', 'rep', 'hot', 'hotLoad']) c[f] = this[f].subarray(0, n)
     return c
   }
 }
@@ -73,9 +82,10 @@ function frozenFlags (index, frozen) {
 
 /**
  * Columns from working slices `{ start, end, servers, load }` (the phases'
- * public, object-based form) or assignment slices with a separate `loads`.
+ * public, object-based form) or assignment slices with a separate `loads`,
+ * and optionally each slice's hottest key (resolved inputs.hotKeys).
  */
-function toColumns (slices, index, loads) {
+function toColumns (slices, index, loads, hotKeys = null) {
   const c = new Columns(slices.length)
   for (let i = 0; i < slices.length; i++) {
     const s = slices[i]
@@ -84,6 +94,11 @@ function toColumns (slices, index, loads) {
     c.owner[i] = index.indexOf.get(s.servers[0])
     c.load[i] = loads ? loads[i] : s.load
     c.src[i] = i
+    const h = hotKeys && hotKeys[i]
+    if (h) {
+      c.hot[i] = h.key
+      c.hotLoad[i] = h.load
+    }
   }
   return c
 }

@@ -133,7 +133,7 @@ function checkMembershipChange (change, assignment, id, { url, loads }) {
 }
 
 /** Every field of a strategy's `inputs` argument (facts about the period, not tuning). */
-const INPUT_FIELDS = ['unknownServers', 'requests']
+const INPUT_FIELDS = ['unknownServers', 'requests', 'hotKeys']
 
 /**
  * A strategy's optional `inputs` argument: facts the controller knows about
@@ -146,16 +146,22 @@ const INPUT_FIELDS = ['unknownServers', 'requests']
  *    may be costs (busy ms), so the request count is the only way a strategy
  *    can tell how much sampling noise they carry. null when not given (then a
  *    strategy that needs it takes the loads to be request counts).
+ *  - `hotKeys`: per slice (aligned with `assignment.slices`), its hottest key
+ *    as the app servers' majority votes saw it, `{ key, load }` (a slice key
+ *    inside the slice, and the load it carried at least, at most the slice's),
+ *    or null (core/hot-keys.js). null when not given.
  * Unknown field names are rejected, as for options.
  * @param {object} assignment a valid assignment
- * @param {{unknownServers?: string[], requests?: number}|null|undefined} inputs
- * @returns {{ unknownServers: Set<string>, requests: number|null }} a new object; the caller's arrays are not kept
+ * @param {{unknownServers?: string[], requests?: number, hotKeys?: ({key:number, load:number}|null)[]}|null|undefined} inputs
+ * @param {ArrayLike<number>} [loads] the round's loads (hotKeys' loads are checked against them)
+ * @returns {{ unknownServers: Set<string>, requests: number|null, hotKeys: ({key:number, load:number}|null)[]|null }}
+ *   a new object; the caller's arrays are not kept
  */
-function resolveInputs (assignment, inputs) {
+function resolveInputs (assignment, inputs, loads) {
   const unknownServers = new Set()
-  if (inputs === undefined || inputs === null) return { unknownServers, requests: null }
+  if (inputs === undefined || inputs === null) return { unknownServers, requests: null, hotKeys: null }
   if (typeof inputs !== 'object' || Array.isArray(inputs)) {
-    throw new InvalidArgumentError(`inputs must be an object { unknownServers, requests }, got ${show(inputs)}`)
+    throw new InvalidArgumentError(`inputs must be an object { unknownServers, requests, hotKeys }, got ${show(inputs)}`)
   }
   for (const key of Object.keys(inputs)) {
     if (!INPUT_FIELDS.includes(key)) {
@@ -166,8 +172,9 @@ function resolveInputs (assignment, inputs) {
   if (requests !== null && !(typeof requests === 'number' && Number.isFinite(requests) && requests >= 0)) {
     throw new InvalidArgumentError(`invalid inputs.requests: expected a finite number >= 0, got ${show(requests)}`)
   }
+  const hotKeys = resolveHotKeys(assignment, inputs.hotKeys, loads)
   const ids = inputs.unknownServers
-  if (ids === undefined) return { unknownServers, requests }
+  if (ids === undefined) return { unknownServers, requests, hotKeys }
   if (!Array.isArray(ids)) {
     throw new InvalidArgumentError(`invalid inputs.unknownServers: expected an array of server ids, got ${show(ids)}`)
   }
@@ -179,7 +186,28 @@ function resolveInputs (assignment, inputs) {
     if (unknownServers.has(id)) throw new InvalidArgumentError(`inputs.unknownServers lists server ${id} twice`)
     unknownServers.add(id)
   })
-  return { unknownServers, requests }
+  return { unknownServers, requests, hotKeys }
+}
+
+/** `inputs.hotKeys`, checked: one entry per slice, each null or `{ key, load }` inside its slice and its load. */
+function resolveHotKeys (assignment, hotKeys, loads) {
+  if (hotKeys === undefined || hotKeys === null) return null
+  const n = assignment.slices.length
+  if (!Array.isArray(hotKeys) || hotKeys.length !== n) {
+    throw new InvalidArgumentError(`invalid inputs.hotKeys: expected an array with one entry per slice (${n}), got ${show(hotKeys)}${Array.isArray(hotKeys) ? ` of length ${hotKeys.length}` : ''}`)
+  }
+  return hotKeys.map((h, i) => {
+    if (h === null || h === undefined) return null
+    const s = assignment.slices[i]
+    if (typeof h !== 'object' || !Number.isInteger(h.key) || h.key < s.start || h.key >= s.end) {
+      throw new InvalidArgumentError(`invalid inputs.hotKeys[${i}]: expected null or { key, load } with key an integer in the slice [${s.start}, ${s.end}), got ${show(h && h.key)}`)
+    }
+    const max = loads ? loads[i] : Infinity
+    if (typeof h.load !== 'number' || !Number.isFinite(h.load) || h.load < 0 || h.load > max * (1 + 1e-9)) {
+      throw new InvalidArgumentError(`invalid inputs.hotKeys[${i}].load: expected a finite number in [0, the slice's load ${max}], got ${show(h.load)}`)
+    }
+    return { key: h.key, load: Math.min(h.load, max) }
+  })
 }
 
 module.exports = { resolveOptions, expect, toLoads, checkServerId, checkUrl, checkServers, checkMembershipChange, resolveInputs }

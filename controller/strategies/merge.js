@@ -150,6 +150,8 @@ function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE, 
       out.end[k] = end[j - 1]
       out.owner[k] = keeper
       out.load[k] = runLoad
+      out.hot[k] = c.hot[i] // its first part's hottest key: still inside it, its load still a lower bound
+      out.hotLoad[k] = c.hotLoad[i]
       out.src[k++] = -1 // the merged slice's replica list is just its keeper
       for (const o of touched) ownedCount[o] -= runCount[o]
       ownedCount[keeper]++

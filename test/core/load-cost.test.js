@@ -76,9 +76,9 @@ describe('ShardGuard cost per slice', () => {
     g.end(a.token, a.slice, 7) // admitted under generation 1, ends under 2
     g.end(c.token, c.slice, 1)
     expect(g.report().entries).toEqual([
-      { start: 0, end: Q, count: 1, cost: 1, done: 1 },
-      { start: 0, end: H, count: 1, cost: 7, done: 1 },
-      { start: H, end: KEYSPACE_SIZE, count: 1, cost: 2, done: 1 }
+      { start: 0, end: Q, count: 1, cost: 1, done: 1, hot: { key: sliceKey(low), votes: 1 } },
+      { start: 0, end: H, count: 1, cost: 7, done: 1, hot: { key: sliceKey(low), votes: 1 } },
+      { start: H, end: KEYSPACE_SIZE, count: 1, cost: 2, done: 1, hot: { key: sliceKey(high), votes: 1 } }
     ])
     expect(g.drainedGeneration).toBe(2)
   })
@@ -89,14 +89,14 @@ describe('ShardGuard cost per slice', () => {
     const low = keyIn(0, Q)
     const a = start(g, low)
     const first = g.report()
-    expect(first.entries).toEqual([{ start: 0, end: H, count: 1, cost: 0 }])
+    expect(first.entries).toEqual([{ start: 0, end: H, count: 1, cost: 0, hot: { key: sliceKey(low), votes: 1 } }])
     g.setAssignment(quarters(2))
     g.setAssignment(halves(3))
     g.setAssignment(quarters(4))
     const b = start(g, low)
     g.end(b.token, b.slice, 0.5)
     // Read while `a` still runs: its map's token is still in flight.
-    expect(g.report({ instance: first.instance, seq: first.seq }).entries).toEqual([{ start: 0, end: Q, count: 1, cost: 0.5, done: 1 }])
+    expect(g.report({ instance: first.instance, seq: first.seq }).entries).toEqual([{ start: 0, end: Q, count: 1, cost: 0.5, done: 1, hot: { key: sliceKey(low), votes: 1 } }])
     const second = g.report()
     g.end(a.token, a.slice, 9)
     expect(g.report({ instance: second.instance, seq: second.seq }).entries).toEqual([{ start: 0, end: H, count: 0, cost: 9, done: 1 }])
@@ -105,10 +105,11 @@ describe('ShardGuard cost per slice', () => {
   test('end(token) without a cost (ShardGuard without the middleware) still works and costs nothing', () => {
     const g = new ShardGuard({ serverId: 'me' })
     g.setAssignment(halves(1))
-    g.admit(keyIn(0, H))
+    const k = keyIn(0, H)
+    g.admit(k)
     const t = g.begin()
     g.end(t)
-    expect(g.report().entries).toEqual([{ start: 0, end: H, count: 1, cost: 0 }])
+    expect(g.report().entries).toEqual([{ start: 0, end: H, count: 1, cost: 0, hot: { key: sliceKey(k), votes: 1 } }])
   })
 
   test('the token carries the map that admitted the request (replicas for the app)', () => {

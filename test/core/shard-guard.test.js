@@ -35,18 +35,21 @@ describe('ShardGuard', () => {
     g.admit(b)
     const r = g.report()
     expect(r.generation).toBe(2)
-    expect(r.entries).toEqual([{ start: 0, end: H, count: 3, cost: 0 }, { start: H, end: KEYSPACE_SIZE, count: 1, cost: 0 }])
+    // hot: each slice's majority vote over the keys it admitted (core/hot-keys.js)
+    const ha = sliceKey(a)
+    const hb = sliceKey(b)
+    expect(r.entries).toEqual([{ start: 0, end: H, count: 3, cost: 0, hot: { key: ha, votes: 3 } }, { start: H, end: KEYSPACE_SIZE, count: 1, cost: 0, hot: { key: hb, votes: 1 } }])
     // Not acknowledged (the answer was lost): read again, nothing lost, nothing doubled, plus new counts.
     g.admit(b)
     const again = g.report()
-    expect(again.entries).toEqual([{ start: 0, end: H, count: 3, cost: 0 }, { start: H, end: KEYSPACE_SIZE, count: 2, cost: 0 }])
+    expect(again.entries).toEqual([{ start: 0, end: H, count: 3, cost: 0, hot: { key: ha, votes: 3 } }, { start: H, end: KEYSPACE_SIZE, count: 2, cost: 0, hot: { key: hb, votes: 2 } }])
     expect(again.frames).toBe(2)
     expect(again.seq).toBe(r.seq + 1)
     // Acknowledged: only what came after.
     g.admit(a)
-    expect(g.report({ instance: again.instance, seq: again.seq }).entries).toEqual([{ start: 0, end: H, count: 1, cost: 0 }])
+    expect(g.report({ instance: again.instance, seq: again.seq }).entries).toEqual([{ start: 0, end: H, count: 1, cost: 0, hot: { key: ha, votes: 1 } }])
     // An acknowledgement for another incarnation is ignored.
-    expect(g.report({ instance: 'other', seq: 1e9 }).entries).toEqual([{ start: 0, end: H, count: 1, cost: 0 }])
+    expect(g.report({ instance: 'other', seq: 1e9 }).entries).toEqual([{ start: 0, end: H, count: 1, cost: 0, hot: { key: ha, votes: 1 } }])
   })
 
   test('fires onRelease then onAcquire with the ranges that changed, before serving on the new map', () => {

@@ -199,6 +199,7 @@ describe('chopperRound', () => {
         maxSlices: 65536,
         minSliceLength: 1,
         splitNoise: 2,
+        hotKeyShare: 0.5,
         replicate: true,
         replicateRatio: 1.1,
         replicaLoadFraction: 0.25,

@@ -286,9 +286,9 @@ describe('inputs validation', () => {
   }
 
   const bad = [
-    ['not an object', 'b', /inputs must be an object \{ unknownServers, requests \}, got "b"/],
+    ['not an object', 'b', /inputs must be an object \{ unknownServers, requests, hotKeys \}, got "b"/],
     ['an array', ['b'], /inputs must be an object/],
-    ['an unknown field', { unknownServer: ['b'] }, /unknown inputs field unknownServer \(valid fields: unknownServers, requests\)/],
+    ['an unknown field', { unknownServer: ['b'] }, /unknown inputs field unknownServer \(valid fields: unknownServers, requests, hotKeys\)/],
     ['requests not a number', { requests: '10' }, /invalid inputs\.requests: expected a finite number >= 0, got "10"/],
     ['requests negative', { requests: -1 }, /invalid inputs\.requests: expected a finite number >= 0, got -1/],
     ['requests not finite', { requests: Infinity }, /invalid inputs\.requests: expected a finite number >= 0, got Infinity/],
