@@ -68,4 +68,61 @@ describe('split phase (paper 5.2.4)', () => {
       expect(splitPhase(working([[8, 'a', 100], [8, 'b', 10]]), { ...limits, noise: 1, unit: 25 }).ops).toEqual([])
     })
   })
+
+  describe('hot-key cuts (chopper hotKeyShare): a slice whose hottest key carried enough of its load is cut around it', () => {
+    const hot = (slices, i, key, load) => { slices[i].hot = { key, load }; return slices }
+    const spans = (r) => r.slices.map((s) => [s.start, s.end, s.servers[0], s.load])
+
+    test('three pieces: the key alone in the middle with the load it carried, the rest by width', () => {
+      const input = hot(raw([0, 1000, 'a', 100], [1000, KEYSPACE_SIZE, 'b', 1]), 0, 400, 80)
+      const r = splitPhase(input, { ...limits, hotShare: 0.5 })
+      expect(spans(r)).toEqual([[0, 400, 'a', 20 * 400 / 999], [400, 401, 'a', 80], [401, 1000, 'a', 20 * 599 / 999], [1000, KEYSPACE_SIZE, 'b', 1]])
+      expect(r.ops).toEqual([{ op: 'split', start: 0, mid: 400, end: 1000, hotKey: 400, server: 'a', load: 100 }])
+    })
+
+    test('a key at either end of its slice makes two pieces', () => {
+      const first = splitPhase(hot(raw([0, 1000, 'a', 100], [1000, KEYSPACE_SIZE, 'b', 1]), 0, 0, 90), { ...limits, hotShare: 0.5 })
+      expect(spans(first).slice(0, 2)).toEqual([[0, 1, 'a', 90], [1, 1000, 'a', 10]])
+      const last = splitPhase(hot(raw([0, 1000, 'a', 100], [1000, KEYSPACE_SIZE, 'b', 1]), 0, 999, 90), { ...limits, hotShare: 0.5 })
+      expect(spans(last).slice(0, 2)).toEqual([[0, 999, 'a', 10], [999, 1000, 'a', 90]])
+    })
+
+    test('a key below the share, no share, or a minSliceLength above 1: the midpoint, as before', () => {
+      const input = () => hot(raw([0, 1000, 'a', 100], [1000, KEYSPACE_SIZE, 'b', 1]), 0, 400, 40)
+      const mid = [[0, 500, 'a', 50], [500, 1000, 'a', 50], [1000, KEYSPACE_SIZE, 'b', 1]]
+      expect(spans(splitPhase(input(), { ...limits, hotShare: 0.5 }))).toEqual(mid)
+      expect(spans(splitPhase(input(), { ...limits, hotShare: 0.4 }))[1]).toEqual([400, 401, 'a', 40])
+      expect(spans(splitPhase(input(), { ...limits, hotShare: 0 }))).toEqual(mid)
+      expect(spans(splitPhase(input(), { ...limits, hotShare: 0.1, minSliceLength: 2 }))).toEqual(mid)
+    })
+
+    test('a one-key slice is never split again, however hot', () => {
+      const r = splitPhase(hot(raw([0, 400, 'a', 1], [400, 401, 'a', 100], [401, KEYSPACE_SIZE, 'b', 1]), 1, 400, 100), { ...limits, hotShare: 0.5 })
+      expect(r.ops).toEqual([])
+    })
+
+    test('replicas: every piece keeps the slice\'s servers', () => {
+      const input = [{ start: 0, end: 1000, servers: ['a', 'b'], load: 100, hot: { key: 10, load: 90 } }, { start: 1000, end: KEYSPACE_SIZE, servers: ['b'], load: 1 }]
+      const r = splitPhase(input, { ...limits, hotShare: 0.5 })
+      expect(r.slices.slice(0, 3).map((s) => s.servers)).toEqual([['a', 'b'], ['a', 'b'], ['a', 'b']])
+    })
+
+    test('maxSlices: a cut needs room for its pieces; without it the slice may still halve', () => {
+      const input = () => hot(raw([0, 1000, 'a', 100], [1000, KEYSPACE_SIZE, 'b', 1]), 0, 400, 80)
+      expect(splitPhase(input(), { ...limits, hotShare: 0.5, maxSlices: 4 }).slices).toHaveLength(4)
+      expect(spans(splitPhase(input(), { ...limits, hotShare: 0.5, maxSlices: 3 }))).toEqual([[0, 500, 'a', 50], [500, 1000, 'a', 50], [1000, KEYSPACE_SIZE, 'b', 1]])
+      expect(splitPhase(input(), { ...limits, hotShare: 0.5, maxSlices: 2 }).ops).toEqual([])
+    })
+
+    test('a midpoint split keeps the hot key with the half that holds it (a later round can cut it)', () => {
+      const { splitColumns } = require('../../controller/strategies/split')
+      const { indexServers, toColumns } = require('../../controller/strategies/columns')
+      const slices = raw([0, 1000, 'a', 100], [1000, KEYSPACE_SIZE, 'b', 1])
+      const index = indexServers(['a', 'b'])
+      const c = toColumns(slices, index, undefined, [{ key: 700, load: 30 }, null])
+      const r = splitColumns(c, index.ids, { maxSlices: 100, minSliceLength: 1, frozen: new Uint8Array(2), hotShare: 0.5 })
+      expect(Array.from(r.cols.hot)).toEqual([-1, 700, -1])
+      expect(Array.from(r.cols.hotLoad)).toEqual([0, 30, 0])
+    })
+  })
 })
