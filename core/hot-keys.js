@@ -83,6 +83,22 @@ function hotKeysOf (a, entries, loads, counts) {
   })
 }
 
+/**
+ * inputs.hotKeys straight from per-slice votes (the simulator's, which counts
+ * per slice of the current layout, as hotKeysOf would from its entries).
+ * @param {Float64Array} keys candidate per slice (-1: none)
+ * @param {Float64Array} votes
+ * @param {ArrayLike<number>} loads per slice, in the strategy's load metric
+ * @param {ArrayLike<number>} counts requests per slice
+ */
+function hotKeysFromVotes (keys, votes, loads, counts) {
+  const out = new Array(keys.length)
+  for (let i = 0; i < keys.length; i++) {
+    out[i] = votes[i] > 0 && keys[i] >= 0 && counts[i] > 0 ? { key: keys[i], load: loads[i] * Math.min(1, votes[i] / counts[i]) } : null
+  }
+  return out
+}
+
 /** Index of the slice of `a` holding slice key `key`, or -1 (binary search; slices are in key order). */
 function sliceIndexOf (a, key) {
   let lo = 0
@@ -97,4 +113,4 @@ function sliceIndexOf (a, key) {
   return -1
 }
 
-module.exports = { vote, mergeVotes, validHot, hotKeysOf }
+module.exports = { vote, mergeVotes, validHot, hotKeysOf, hotKeysFromVotes }

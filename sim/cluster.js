@@ -9,6 +9,7 @@ const { validateAssignment, keyChurn, sameLayout } = require('../core/assignment
 const { createRng, deriveSeed } = require('../loadgen/prng')
 const { InvalidArgumentError } = require('../core/errors')
 const { choose, checkPolicy, ReplicaLoad } = require('../core/replica-choice')
+const { vote, hotKeysFromVotes } = require('../core/hot-keys')
 const { createEngine } = require('./engine')
 const { SimServer, resolveServerOptions } = require('./server')
 const { compileWorkload } = require('./workload')
@@ -29,6 +30,7 @@ const SIM_DEFAULTS = Object.freeze({
   rateScale: 1, // multiplies every phase's rate
   durationMs: undefined, // cut the workload short
   fluidNoise: true, // fluid mode: per-key counts get Poisson noise (normal approximation) instead of exact expectations
+  hotKeys: true, // pass each slice's majority vote over its request keys to the strategy (inputs.hotKeys), as the controller does
   server: Object.freeze({}), // sim/server.js options: capacity, service, missCost, warmAfter, warmKeys
   onProgress: undefined, // (done: number, total: number) => void, called once a period
   clock: undefined // () => ms for timing strategy calls; performance.now when not given (tests pass a fake for identical JSON)
@@ -94,6 +96,9 @@ function simulate (spec, options = {}) {
   }
 
   let loads = new Float64Array(assignment.slices.length)
+  // per slice, the app servers' majority vote over request keys (core/hot-keys.js)
+  let hotK = new Float64Array(assignment.slices.length).fill(-1)
+  let hotV = new Float64Array(assignment.slices.length)
   const periods = []
   const nPeriods = Math.ceil(workload.durationMs / o.periodMs)
 
@@ -105,6 +110,7 @@ function simulate (spec, options = {}) {
       const sk = ph.sliceKeys[k]
       const slice = map.indexOf(sk)
       loads[slice]++
+      vote(hotK, hotV, slice, sk)
       const c = routes.candidates[slice]
       let s = routes.target[slice]
       if (c !== null) {
@@ -140,7 +146,7 @@ function simulate (spec, options = {}) {
     const t0 = p * o.periodMs
     const t1 = Math.min(workload.durationMs, t0 + o.periodMs)
     if (o.mode === 'requests') engine.run(t1)
-    else fluidLoads(workload, map, routes, loads, perServerRequests, periodServer, t0, t1, o.fluidNoise ? rngFluid : null)
+    else fluidLoads(workload, map, routes, loads, perServerRequests, periodServer, t0, t1, o.fluidNoise ? rngFluid : null, hotK, hotV)
 
     // the round: measure the period under the assignment that served it (each
     // server's requests as routed; with one server per slice that is
@@ -148,7 +154,9 @@ function simulate (spec, options = {}) {
     const imb = imbalanceOf(periodServer)
     const reqs = loads.reduce((a, b) => a + b, 0)
     const w0 = clock()
-    const next = strategy.rebalance(assignment, loads, o.strategyOptions)
+    const next = o.hotKeys
+      ? strategy.rebalance(assignment, loads, o.strategyOptions, { hotKeys: hotKeysFromVotes(hotK, hotV, loads, loads) })
+      : strategy.rebalance(assignment, loads, o.strategyOptions)
     const roundMs = clock() - w0
     const churn = keyChurn(assignment, next) / KEYSPACE_SIZE
     const changed = !sameLayout(assignment, next)
@@ -180,6 +188,8 @@ function simulate (spec, options = {}) {
       routes = routeTable(map, serverIndex)
     }
     loads = new Float64Array(assignment.slices.length)
+    hotK = new Float64Array(assignment.slices.length).fill(-1)
+    hotV = new Float64Array(assignment.slices.length)
     periodServer = new Float64Array(o.servers)
     replicated = 0
     if (o.onProgress) o.onProgress(p + 1, nPeriods)
@@ -260,7 +270,14 @@ function report ({ o, workload, periods, perServerRequests, ids, total, phaseHis
  * Poisson noise) to its slice. Keys are walked in slice-key order against the
  * slice starts, so a period costs O(keys + slices) and no events.
  */
-function fluidLoads (workload, map, routes, loads, perServer, periodServer, t0, t1, rng) {
+/**
+ * Fluid mode's period: expected (or Poisson) counts per key added to `loads`
+ * and the servers' figures. `hotK`/`hotV` get each slice's heaviest key with
+ * the votes a majority vote is sure to leave it, 2c - n (its count c against
+ * the slice's n), when it has more than half of the slice's requests.
+ */
+function fluidLoads (workload, map, routes, loads, perServer, periodServer, t0, t1, rng, hotK, hotV) {
+  const top = new Float64Array(loads.length)
   for (const ph of workload.phases) {
     const overlap = Math.min(t1, ph.endMs) - Math.max(t0, ph.startMs)
     if (overlap <= 0) continue
@@ -275,6 +292,10 @@ function fluidLoads (workload, map, routes, loads, perServer, periodServer, t0, 
       let c = ph.pmf[k] * n
       if (rng && c > 0) c = poisson(c, rng)
       loads[s] += c
+      if (c > top[s]) {
+        top[s] = c
+        hotK[s] = sk
+      }
       const cand = routes.candidates[s]
       if (cand === null) {
         perServer[routes.target[s]] += c
@@ -286,6 +307,10 @@ function fluidLoads (workload, map, routes, loads, perServer, periodServer, t0, 
         for (let q = 0; q < cand.length; q++) { perServer[cand[q]] += share; periodServer[cand[q]] += share }
       }
     }
+  }
+  for (let s = 0; s < loads.length; s++) {
+    hotV[s] = Math.max(0, 2 * top[s] - loads[s])
+    if (hotV[s] === 0) hotK[s] = -1
   }
 }
 
@@ -391,6 +416,7 @@ function resolveSimOptions (options) {
   if (!Number.isInteger(o.seed) || o.seed < 0 || o.seed >= 2 ** 32) bad('seed', 'an integer in [0, 2^32)')
   if (!MODES.includes(o.mode)) bad('mode', MODES.join(' or '))
   if (typeof o.fluidNoise !== 'boolean') bad('fluidNoise', 'true or false')
+  if (typeof o.hotKeys !== 'boolean') bad('hotKeys', 'true or false')
   if (!o.strategyOptions || typeof o.strategyOptions !== 'object') bad('strategyOptions', 'an object')
   if (!o.server || typeof o.server !== 'object') bad('server', 'an object of server options')
   if (o.onProgress !== undefined && typeof o.onProgress !== 'function') bad('onProgress', 'a function')

@@ -169,6 +169,15 @@ function knownImbalance (c, index, frozen, sets) {
   return imbalance(known)
 }
 
+/** Per input slice, 1 when one of its servers is frozen (its load is a stale guess): hot-key cuts leave it. */
+function staleSlices (c, slices, index, frozen) {
+  const out = new Uint8Array(c.n)
+  for (let i = 0; i < c.n; i++) {
+    for (const id of slices[c.src[i]].servers) if (frozen[index.indexOf.get(id)]) out[i] = 1
+  }
+  return out
+}
+
 /**
  * Mark the input's replicated slices in `c.rep` (for the imbalance before the
  * round, which spreads their loads like serverLoads does).
@@ -225,6 +234,7 @@ function chopperRound (assignment, loads, opts, inputs) {
 
   let total = 0
   for (let i = 0; i < cols.n; i++) if (!frozen[cols.owner[i]]) total += load[i]
+  const noise = { noise: o.replicate ? o.splitNoise : 0, unit: requests > 0 ? total / requests : 1 }
   const meanCeiling = meanCeilingRatio(o, requests === null ? total : requests, index.ids.length - frozenIds.length)
   if (total === 0) {
     // idle period (or every server frozen): no signal, so no change (and nothing
@@ -233,11 +243,18 @@ function chopperRound (assignment, loads, opts, inputs) {
     return { assignment: cloneAssignment(assignment), loads: load, churn, ops: [], imbalance: { before, after: before }, moveStop: null, meanCeiling, frozen: frozenIds }
   }
 
-  // Replication first, so a slice that turns hot is replicated in the round that
+  // Hot-key cuts first (docs/algorithm.md, "Hot-key cuts"): a hot key gets a
+  // slice of its own before replication sees it, so replicating it costs its
+  // one key, not the whole slice it was in.
+  const cut = hotKeys && o.hotKeyShare > 0
+    ? splitColumns(cols, index.ids, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength, frozen, ...noise, hotShare: o.hotKeyShare, hotOnly: true, stale: staleSlices(cols, assignment.slices, index, frozen) })
+    : { cols, ops: [] }
+  const work = cut.cols
+  // Replication next, so a slice that turns hot is replicated in the round that
   // first sees it; merge, move and split then balance the single-server slices
   // around the replicated ones' shares (docs/algorithm.md, "Replication").
   const replicated = o.replicate
-    ? replicateColumns(cols, index.ids, index.indexOf, assignment.slices, {
+    ? replicateColumns(work, index.ids, index.indexOf, assignment.slices, {
       fraction: o.replicaLoadFraction,
       minReplicas: o.minReplicas,
       maxReplicas: o.maxReplicas,
@@ -249,7 +266,7 @@ function chopperRound (assignment, loads, opts, inputs) {
     : null
   const sets = replicated ? replicated.sets : []
   const setFrozen = replicated ? replicated.setFrozen : undefined
-  const merged = mergeColumns(cols, index.ids, index.ids.length, o.mergeChurnLimit * KEYSPACE_SIZE, frozen, setFrozen, sets)
+  const merged = mergeColumns(work, index.ids, index.ids.length, o.mergeChurnLimit * KEYSPACE_SIZE, frozen, setFrozen, sets)
   const moved = moveColumns(merged.cols, index.ids, {
     ratio: o.moveRatio,
     meanRatio: meanCeiling,
@@ -263,7 +280,6 @@ function chopperRound (assignment, loads, opts, inputs) {
     setFrozen
   })
   // Split noise (replication on): a load L stands for about L / unit requests (docs/algorithm.md).
-  const noise = { noise: o.replicate ? o.splitNoise : 0, unit: requests > 0 ? total / requests : 1 }
   const split = splitColumns(merged.cols, index.ids, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength, frozen, setFrozen, ...noise, hotShare: o.hotKeyShare })
 
   const c = split.cols
@@ -287,7 +303,7 @@ function chopperRound (assignment, loads, opts, inputs) {
     assignment: next,
     loads: c.load.slice(),
     churn,
-    ops: replicated ? [...replicated.ops, ...merged.ops, ...moved.ops, ...split.ops, ...(primaries ? primaries.ops : [])] : [...merged.ops, ...moved.ops, ...split.ops],
+    ops: replicated ? [...cut.ops, ...replicated.ops, ...merged.ops, ...moved.ops, ...split.ops, ...(primaries ? primaries.ops : [])] : [...cut.ops, ...merged.ops, ...moved.ops, ...split.ops],
     imbalance: { before, after: knownImbalance(c, index, frozen, sets) },
     moveStop: moved.stop,
     meanCeiling,

@@ -53,7 +53,8 @@ const { SortedServers } = require('./move')
  *   set to -1 where a slice drops to one server, `c.rep` is filled in (both mutated)
  * @param {string[]} ids server ids, sorted
  * @param {Map<string, number>} indexOf id -> index into ids
- * @param {Array<{servers:string[]}>} srcSlices the assignment's slices (aligned with c)
+ * @param {Array<{servers:string[]}>} srcSlices the assignment's slices (`c.src[i]` is slice i's: the
+ *   round's hot-key cuts run first, so its pieces share their input slice's list)
  * @param {{fraction:number, minReplicas:number, maxReplicas:number, hysteresis:number,
  *   churnLimit:number, ratio:number, frozen:Uint8Array}} limits churnLimit in keys; maxReplicas 0 = no cap;
  *   ratio = replicateRatio, the balance target for growth
@@ -72,7 +73,7 @@ function replicateColumns (c, ids, indexOf, srcSlices, { fraction, minReplicas, 
   let sliceTotal = 0 // over the slices that are not stale, for the mean slice load
   let sliceCount = 0
   for (let i = 0; i < n; i++) {
-    const names = srcSlices[i].servers
+    const names = srcSlices[c.src[i]].servers
     const len = end[i] - start[i]
     if (names.length === 1) {
       const o = c.owner[i]

@@ -52,12 +52,14 @@ const NONE = new Uint8Array(0)
  * @param {string[]} ids server ids, sorted (owner indices refer to them)
  * @param {{maxSlices:number, minSliceLength:number, frozen:Uint8Array, setFrozen?:Uint8Array, noise?:number, unit?:number, hotShare?:number}} limits
  *   setFrozen: per replica set (`c.rep`), 1 = one of its servers is frozen; noise and unit: see above;
- *   hotShare: see "Hot-key cuts" above (0 = off)
+ *   hotShare: see "Hot-key cuts" above (0 = off); hotOnly: make the hot-key cuts only (chopper's round
+ *   runs them before replication); stale: per slice, 1 = leave it as it is and out of the mean
+ *   (instead of `frozen` and `setFrozen`)
  * @returns {{ cols: Columns, ops: object[] }}
  */
-function splitColumns (c, ids, { maxSlices, minSliceLength, frozen, setFrozen = NONE, noise = 0, unit = 1, hotShare = 0 }) {
+function splitColumns (c, ids, { maxSlices, minSliceLength, frozen, setFrozen = NONE, noise = 0, unit = 1, hotShare = 0, hotOnly = false, stale: staleFlags = null }) {
   const { n, start, end, owner, load, rep, hot, hotLoad } = c
-  const stale = (i) => (rep[i] >= 0 ? setFrozen[rep[i]] : frozen[owner[i]])
+  const stale = staleFlags ? (i) => staleFlags[i] : (i) => (rep[i] >= 0 ? setFrozen[rep[i]] : frozen[owner[i]])
   let total = 0
   let counted = 0
   for (let i = 0; i < n; i++) {
@@ -76,6 +78,7 @@ function splitColumns (c, ids, { maxSlices, minSliceLength, frozen, setFrozen = 
   if (hotShare > 0 && minSliceLength === 1) {
     for (const i of candidates) if (hot[i] >= 0 && load[i] > 0 && hotLoad[i] >= hotShare * load[i]) cuts.set(i, true)
   }
+  if (hotOnly) candidates = candidates.filter((i) => cuts.get(i))
   let room = Math.max(0, maxSlices - n)
   let need = 0
   for (const i of candidates) need += extra(i)

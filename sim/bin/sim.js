@@ -8,7 +8,7 @@
  *     [--slices-per-server K] [--period MS] [--duration S] [--seed N] [--out DIR]
  *     [--mode requests|fluid] [--arrivals poisson|constant] [--rate-scale X|auto]
  *     [--service deterministic|exponential|pareto] [--service-mean MS]
- *     [--capacity N] [--miss-cost X] [--strategy-options JSON]
+ *     [--capacity N] [--miss-cost X] [--strategy-options JSON] [--no-hot-keys]
  *   node sim/bin/sim.js --report [--sizes 100,1000,10000] [--out DIR]
  *     [--only scale,sensitivity,dispatch]
  *   node sim/bin/sim.js --dispatch [--seed N] [--jobs N] [--out DIR]
@@ -27,6 +27,9 @@
  * options default to the experiment's, and --rate-scale auto multiplies the
  * rates by servers / experiment.servers so each server sees the utilisation
  * the scenario was written for. Without --out the result JSON goes to stdout.
+ * --no-hot-keys: the strategy gets no per-slice hottest keys (inputs.hotKeys,
+ * which the controller passes from the app servers' reports), as before
+ * hot-key cuts.
  */
 
 const fs = require('node:fs')
@@ -72,6 +75,7 @@ function main (argv) {
       sensitivity: { type: 'boolean', default: false },
       jobs: { type: 'string' },
       'replica-choice': { type: 'string' },
+      'no-hot-keys': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false }
     }
   })
@@ -114,6 +118,7 @@ function main (argv) {
     rateScale,
     server,
     replicaChoice: values['replica-choice'],
+    hotKeys: !values['no-hot-keys'],
     onProgress: progress.update
   })
   progress.end()
