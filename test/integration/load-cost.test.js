@@ -80,11 +80,13 @@ describe('appserver-lib measures cost per slice', () => {
 
     // Over HTTP: every entry has cost; a report stays until acknowledged.
     const first = (await call(`${s.urls.controlUrl}/v1/load`)).body
-    expect(first.entries).toEqual([{ start: 0, end: H, count: 1, cost: e.cost, done: 1 }])
+    // hot: the slice's majority vote over the keys it admitted (core/hot-keys.js)
+    expect(first.entries).toEqual([{ start: 0, end: H, count: 1, cost: e.cost, done: 1, hot: { key: sliceKey(low), votes: 1 } }])
     expect((await get(`/stated?key=${low}&cost=2.5`)).status).toBe(200)
     await pollUntil(() => s.guard.stats.admitted === 2 && s.guard.drainedGeneration === 1 && s.guard.current.inflight === 0, { intervalMs: 5, what: 'the request to close' })
     const unacked = (await call(`${s.urls.controlUrl}/v1/load`)).body
-    expect(unacked.entries).toEqual([{ start: 0, end: H, count: 2, cost: Math.round((e.cost + 2.5) * 1000) / 1000, done: 2 }])
+    // unacknowledged frames merged: the votes of the same key add
+    expect(unacked.entries).toEqual([{ start: 0, end: H, count: 2, cost: Math.round((e.cost + 2.5) * 1000) / 1000, done: 2, hot: { key: sliceKey(low), votes: 2 } }])
     const acked = (await call(`${s.urls.controlUrl}/v1/load?instance=${unacked.instance}&seq=${unacked.seq}`)).body
     expect(acked.entries).toEqual([])
   })
@@ -125,7 +127,7 @@ describe('appserver-lib measures cost per slice', () => {
       const low = keyIn(0, H)
       for (let i = 0; i < 3; i++) expect((await get(`/stated?key=${low}&cost=12.5`)).status).toBe(200)
       await pollUntil(() => s.guard.current.inflight === 0 && s.guard.stats.admitted === 3, { intervalMs: 5, what: 'the requests to close' })
-      expect(s.guard.report().entries).toEqual([{ start: 0, end: H, count: 3, cost: 37.5, done: 3 }])
+      expect(s.guard.report().entries).toEqual([{ start: 0, end: H, count: 3, cost: 37.5, done: 3, hot: { key: sliceKey(low), votes: 3 } }])
     }
     const req = {}
     for (const bad of [-1, NaN, Infinity, '5', undefined]) expect(() => setRequestCost(req, bad)).toThrow(expect.objectContaining({ code: 'CHOPPER_ERR_INVALID_ARG', message: expect.stringMatching(/invalid cost/) }))
@@ -178,6 +180,31 @@ describe('LoadCollector', () => {
     expect(out.perServer).toEqual({ old: { requests: 4, cost: 0 }, new: { requests: 2, cost: 18 } })
     expect(out.costless).toEqual(['old'])
   })
+
+  test('keeps a plausible hot key per entry (votes per period, like counts) and drops the rest', async () => {
+    const body = {
+      instance: 'c',
+      seq: 1,
+      frames: 2,
+      entries: [
+        { start: 0, end: 10, count: 8, cost: 8, hot: { key: 3, votes: 6 } },
+        { start: 10, end: 20, count: 8, cost: 8, hot: { key: 25, votes: 2 } }, // outside its range
+        { start: 20, end: 30, count: 8, cost: 8, hot: { key: 21, votes: 9 } }, // more votes than requests
+        { start: 30, end: 40, count: 8, cost: 8, hot: { key: 31.5, votes: 2 } }, // not a slice key
+        { start: 40, end: 50, count: 8, cost: 8, hot: 'x' }
+      ]
+    }
+    fake = http.createServer((req, res) => {
+      res.setHeader('content-type', 'application/json')
+      res.end(JSON.stringify(body))
+    })
+    const port = await listen(fake, 0, '127.0.0.1')
+    const out = await new LoadCollector().collect(new Map([['s', { controlUrl: `http://127.0.0.1:${port}` }]]))
+    const entries = out.reports.get('s')
+    expect(entries[0]).toEqual({ start: 0, end: 10, count: 4, cost: 4, done: 4, hot: { key: 3, votes: 3 } })
+    for (const e of entries.slice(1)) expect(e.hot).toBeUndefined()
+    expect(entries).toHaveLength(5) // the counts stay, whatever their votes
+  })
 })
 
 describe('the controller balances on cost by default', () => {
@@ -214,13 +241,15 @@ describe('the controller balances on cost by default', () => {
     return { controller, members }
   }
 
-  /** 20 requests to each server for a key it holds (same counts, different cost). */
+  /** 20 requests to each server for a key it holds (same counts, different cost); `map.keys[id]` is the key's slice key. */
   async function drive ({ controller, members }, slices = 2) {
     const map = new SliceMap(controller.assignment)
     if (slices !== null) expect(map.size).toBe(slices)
+    map.keys = {}
     for (const id of ['app-1', 'app-2']) {
       const i = map.owners.indexOf(id)
       const key = keyIn(map.starts[i], i + 1 < map.size ? map.starts[i + 1] : KEYSPACE_SIZE)
+      map.keys[id] = sliceKey(key)
       for (let n = 0; n < 20; n++) expect((await call(`${members[id].urls.url}/work?key=${key}`)).status).toBe(200)
     }
     await pollUntil(() => Object.values(members).every((m) => m.guard.current.inflight === 0), { intervalMs: 5, what: 'every request to close' })
@@ -229,7 +258,9 @@ describe('the controller balances on cost by default', () => {
 
   /** The layout the controller commits is what the strategy makes of these per-slice loads. */
   const slicesOf = (a) => a.slices.map((s) => ({ start: s.start, end: s.end, servers: s.servers }))
-  const expected = (before, perOwner) => slicesOf(getStrategy('chopper').rebalance(before.assignment, Float64Array.from(before.owners, (id) => perOwner[id]), {}, { unknownServers: [] }))
+  // Each slice's one key carried all its requests: the controller passes it as the slice's hot key.
+  const hotKeysOf = (before, perOwner) => before.owners.map((id) => ({ key: before.keys[id], load: perOwner[id] }))
+  const expected = (before, perOwner) => slicesOf(getStrategy('chopper').rebalance(before.assignment, Float64Array.from(before.owners, (id) => perOwner[id]), {}, { unknownServers: [], hotKeys: hotKeysOf(before, perOwner) }))
 
   test('same request counts, one slice 10x costlier per request: the strategy sees the costly one as hot', async () => {
     const st = await stack()
@@ -247,6 +278,9 @@ describe('the controller balances on cost by default', () => {
     const want = expected(before, { 'app-1': 200, 'app-2': 20 })
     expect(want).not.toEqual(expected(before, { 'app-1': 20, 'app-2': 20 }))
     expect(slicesOf(st.controller.assignment)).toEqual(want)
+    // app-1's one key carried all of its slice's requests: the round cut it out (hot-key cuts)
+    const k = before.keys['app-1']
+    expect(st.controller.assignment.slices.some((x) => x.start === k && x.end === k + 1)).toBe(true)
     const status = (await call(`${st.controller.url}/v1/status`)).body
     expect(status.loadMetric).toBe('cost')
     expect(status.servers['app-1']).toMatchObject({ lastLoad: 200, lastRequests: 20, lastCost: 200 })
@@ -255,12 +289,13 @@ describe('the controller balances on cost by default', () => {
 
   test('the strategy is told how many requests the costs were measured over (for chopper\'s noise floor)', async () => {
     const st = await stack()
-    await drive(st)
+    const before = await drive(st)
     const spy = jest.spyOn(getStrategy('chopper'), 'rebalance')
     try {
       await st.controller.runRound()
       expect(spy).toHaveBeenCalledTimes(1)
-      expect(spy.mock.calls[0][3]).toEqual({ unknownServers: [], requests: 40 })
+      // and each slice's hottest key, from the servers' votes: here the one key each slice was sent
+      expect(spy.mock.calls[0][3]).toEqual({ unknownServers: [], requests: 40, hotKeys: hotKeysOf(before, { 'app-1': 200, 'app-2': 20 }) })
     } finally {
       spy.mockRestore()
     }
@@ -287,7 +322,11 @@ describe('the controller balances on cost by default', () => {
       expect(round.perServerRequests['app-1']).toBeGreaterThan(0) // its last known counts stand in for its load
       expect(round.perServerRequests['app-2']).toBeGreaterThan(0)
       expect(spy).toHaveBeenCalledTimes(1)
-      expect(spy.mock.calls[0][3]).toEqual({ unknownServers: ['app-1'], requests: round.perServerRequests['app-2'] })
+      expect(spy.mock.calls[0][3]).toMatchObject({ unknownServers: ['app-1'], requests: round.perServerRequests['app-2'] })
+      // the unknown server's kept counts carry no votes (stale): only app-2's slice names a hot key
+      const hot = spy.mock.calls[0][3].hotKeys
+      expect(hot.filter((h) => h !== null)).toHaveLength(1)
+      expect(spy.mock.calls[0][0].slices[hot.findIndex((h) => h !== null)].servers[0]).toBe('app-2')
     } finally {
       spy.mockRestore()
     }
