@@ -310,8 +310,12 @@ export interface LoadReport {
   seq: number
   /** How many collection periods the report spans. */
   frames: number
-  /** `count` requests and their `cost` in ms (rounded to the µs); a request's cost is reported once it finished, so an entry may carry cost and no count. */
-  entries: Array<{ start: number, end: number, count: number, cost: number }>
+  /**
+   * `count` requests and their `cost` in ms (rounded to the µs); a request's cost is reported once it finished, so an entry may carry cost and no count.
+   * `done`: requests that finished here (carried their cost), when some did. `hot`: the range's majority vote over its
+   * requests' slice keys, when it has a candidate (`votes` is at most that key's requests), for the controller's hot-key cuts.
+   */
+  entries: Array<{ start: number, end: number, count: number, cost: number, done?: number, hot?: { key: number, votes: number } }>
 }
 
 /**
