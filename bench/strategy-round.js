@@ -7,7 +7,7 @@
  * Prints the median (and min/max) wall time per round over several runs.
  *
  *   node bench/strategy-round.js [--servers 1000] [--slices 100] [--runs 9] [--seed 1] [--max-slices N]
- *     [--replicate true|false]
+ *     [--replicate true|false] [--hot-keys true|false]
  *   node bench/strategy-round.js --servers 10000 --runs 5   # the 10,000-server scale (1,000,000 slices)
  *   node bench/strategy-round.js --replicate false          # the single-owner round (no replication phase)
  *
@@ -37,17 +37,22 @@ const { values } = parseArgs({
     replicate: { type: 'string', default: String(defaults.replicate) },
     'min-replicas': { type: 'string', default: String(defaults.minReplicas) },
     'balance-primaries': { type: 'string', default: String(defaults.balancePrimaries) },
+    'hot-keys': { type: 'string', default: 'false' },
     help: { type: 'boolean', short: 'h', default: false }
   }
 })
 if (values.help) {
   console.log(`usage: node bench/strategy-round.js [--servers 1000] [--slices 100] [--runs 9] [--seed 1]
   [--max-slices ${defaults.maxSlices}] [--replicate true|false] [--min-replicas ${defaults.minReplicas}] [--balance-primaries true|false]
+  [--hot-keys true|false]
 Times one chopper round (median of --runs after a warm-up) on --servers x --slices
 scattered slices with seeded Pareto loads. --replicate false runs the
 single-owner round (no replication phase). With replication, every input slice
 already has --min-replicas servers (its owner, then the next ids), so the round
 timed is a steady one, not the one-off transition from single owners.
+--hot-keys true passes inputs.hotKeys as the controller does, a hot key for
+every slice with load (its middle key, with 60 % of its load), so the hot-key
+cuts' cost is timed too.
 Target: <= 100 ms at 1,000 servers.`)
   process.exit(0)
 }
@@ -58,6 +63,7 @@ function flag (name) {
 }
 const replicate = flag('replicate')
 const balancePrimaries = flag('balance-primaries')
+const withHotKeys = flag('hot-keys')
 const nServers = Number(values.servers)
 const perServer = Number(values.slices)
 const runs = Number(values.runs)
@@ -89,19 +95,22 @@ function buildInput () {
 }
 
 const { assignment, loads } = buildInput()
+// as the controller passes them: one entry per slice (core/hot-keys.js hotKeysOf)
+const hotKeys = withHotKeys ? assignment.slices.map((s, i) => (loads[i] > 0 ? { key: s.start + Math.floor((s.end - s.start) / 2), load: 0.6 * loads[i] } : null)) : undefined
+const inputs = hotKeys ? { hotKeys } : undefined
 const times = []
 let result
 const options = replicate ? { maxSlices, replicate: true, minReplicas, balancePrimaries } : { maxSlices, replicate: false }
-chopperRound(assignment, loads, options) // warm-up (JIT)
+chopperRound(assignment, loads, options, inputs) // warm-up (JIT)
 for (let i = 0; i < runs; i++) {
   const t0 = performance.now()
-  result = chopperRound(assignment, loads, options)
+  result = chopperRound(assignment, loads, options, inputs)
   times.push(performance.now() - t0)
 }
 times.sort((a, b) => a - b)
 const count = (op) => result.ops.filter((o) => o.op === op).length
 const pct = (keys) => (100 * keys / 2 ** 32).toFixed(2) + '%'
-console.log(`chopper round: ${nServers} servers x ${perServer} slices = ${assignment.slices.length} slices, maxSlices ${maxSlices}, replicate ${options.replicate}${options.replicate ? `, minReplicas ${minReplicas}` : ''}, seed ${seed}, node ${process.version}`)
+console.log(`chopper round: ${nServers} servers x ${perServer} slices = ${assignment.slices.length} slices, maxSlices ${maxSlices}, replicate ${options.replicate}${options.replicate ? `, minReplicas ${minReplicas}` : ''}, hot keys ${withHotKeys}, seed ${seed}, node ${process.version}`)
 console.log(`  ms per round: median ${times[times.length >> 1].toFixed(1)}, min ${times[0].toFixed(1)}, max ${times[times.length - 1].toFixed(1)} (${runs} runs after 1 warm-up)`)
 console.log(`  ops: ${count('merge')} merges, ${count('move')} moves (stop: ${result.moveStop}), ${count('split')} splits, ${count('primary')} primary changes -> ${result.assignment.slices.length} slices`)
 if (options.replicate) {
