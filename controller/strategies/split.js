@@ -50,7 +50,8 @@ const NONE = new Uint8Array(0)
  * The split phase on columns (./columns.js), as the round runs it.
  * @param {Columns} c slices in key order (not mutated)
  * @param {string[]} ids server ids, sorted (owner indices refer to them)
- * @param {{maxSlices:number, minSliceLength:number, frozen:Uint8Array, setFrozen?:Uint8Array, noise?:number, unit?:number, hotShare?:number}} limits
+ * @param {{maxSlices:number, minSliceLength:number, frozen:Uint8Array, setFrozen?:Uint8Array, noise?:number, unit?:number, hotShare?:number,
+ *   hotOnly?:boolean, stale?:Uint8Array}} limits
  *   setFrozen: per replica set (`c.rep`), 1 = one of its servers is frozen; noise and unit: see above;
  *   hotShare: see "Hot-key cuts" above (0 = off); hotOnly: make the hot-key cuts only (chopper's round
  *   runs them before replication); stale: per slice, 1 = leave it as it is and out of the mean
