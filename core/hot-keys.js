@@ -1,6 +1,7 @@
 'use strict'
 
 const { KEYSPACE_SIZE } = require('./keyspace')
+const { SliceMap } = require('./slice-map')
 
 /**
  * Each slice's hottest key, so a split can cut a hot key out of its slice in
@@ -61,31 +62,33 @@ function validHot (e) {
 /**
  * Per slice of `a`, its hottest key as the strategy takes it (inputs.hotKeys):
  * the candidate of the merged summaries of every report entry whose hot key
- * falls in the slice, and the load it carries at least: the slice's `loads[i]`
- * times the candidate's share of the slice's requests (`counts[i]`), at most 1.
- * @param {{ slices: { start: number, end: number }[] }} a
+ * falls in the slice, and the load it carries at least (hotKeysFromVotes).
+ * @param {object} a a validated assignment
  * @param {{ start: number, end: number, hot?: { key: number, votes: number } }[]} entries
  * @param {ArrayLike<number>} loads per slice of `a`, in the strategy's load metric
  * @param {ArrayLike<number>} counts requests per slice of `a`
  * @returns {({ key: number, load: number }|null)[]}
  */
 function hotKeysOf (a, entries, loads, counts) {
-  const n = a.slices.length
-  const merged = new Array(n).fill(null)
+  const map = new SliceMap(a)
+  const keys = new Float64Array(map.size).fill(-1)
+  const votes = new Float64Array(map.size)
   for (const e of entries) {
     if (!validHot(e)) continue
-    const i = sliceIndexOf(a, e.hot.key)
-    if (i >= 0) merged[i] = mergeVotes(merged[i], e.hot)
+    const i = map.indexOf(e.hot.key)
+    const m = mergeVotes(votes[i] > 0 ? { key: keys[i], votes: votes[i] } : null, e.hot)
+    keys[i] = m === null ? -1 : m.key
+    votes[i] = m === null ? 0 : m.votes
   }
-  return merged.map((m, i) => {
-    if (m === null || !(counts[i] > 0)) return null
-    return { key: m.key, load: loads[i] * Math.min(1, m.votes / counts[i]) }
-  })
+  return hotKeysFromVotes(keys, votes, loads, counts)
 }
 
 /**
- * inputs.hotKeys straight from per-slice votes (the simulator's, which counts
- * per slice of the current layout, as hotKeysOf would from its entries).
+ * inputs.hotKeys from per-slice votes (hotKeysOf's merged ones, or the
+ * simulator's, which counts per slice of the current layout): a slice's
+ * candidate and its load times the candidate's share of its requests (votes
+ * over `counts`, at most 1), a lower bound since votes are; null for a slice
+ * without a candidate or without requests.
  * @param {Float64Array} keys candidate per slice (-1: none)
  * @param {Float64Array} votes
  * @param {ArrayLike<number>} loads per slice, in the strategy's load metric
@@ -97,20 +100,6 @@ function hotKeysFromVotes (keys, votes, loads, counts) {
     out[i] = votes[i] > 0 && keys[i] >= 0 && counts[i] > 0 ? { key: keys[i], load: loads[i] * Math.min(1, votes[i] / counts[i]) } : null
   }
   return out
-}
-
-/** Index of the slice of `a` holding slice key `key`, or -1 (binary search; slices are in key order). */
-function sliceIndexOf (a, key) {
-  let lo = 0
-  let hi = a.slices.length - 1
-  while (lo <= hi) {
-    const mid = (lo + hi) >>> 1
-    const s = a.slices[mid]
-    if (key < s.start) hi = mid - 1
-    else if (key >= s.end) lo = mid + 1
-    else return mid
-  }
-  return -1
 }
 
 module.exports = { vote, mergeVotes, validHot, hotKeysOf, hotKeysFromVotes }

@@ -63,7 +63,7 @@ describe('hot keys: the per-slice majority vote', () => {
 })
 
 describe('hotKeysOf: report entries onto the slices of an assignment', () => {
-  const a = { slices: [{ start: 0, end: 100 }, { start: 100, end: 150 }, { start: 150, end: 400 }] }
+  const a = { generation: 1, slices: [{ start: 0, end: 100, servers: ['a'] }, { start: 100, end: 150, servers: ['a'] }, { start: 150, end: 400, servers: ['a'] }], servers: { a: { url: 'http://127.0.0.1:1' } } }
 
   test('each slice gets the merged vote of the entries whose key it holds, as a share of its load', () => {
     const entries = [
