@@ -6,6 +6,7 @@ const YAML = require('yaml')
 const { validateSpec } = require('../../loadgen')
 const { resolveCapacityOptions, computeServiceMs, kvServiceMs } = require('../lib/capacity')
 const { defaults: computeDefaults } = require('../../apps/compute')
+const { defaults: kvDefaults } = require('../../apps/kv-cache/options')
 const { APPS } = require('../../apps')
 const { InvalidArgumentError } = require('../../core/errors')
 
@@ -151,10 +152,12 @@ function warmupWorkload (workload, seconds, rateShare) {
  * A scenario at `rateScale` times its request rates on servers `rateScale`
  * times slower: every phase's rate, the preload's rate and the offered load
  * scale by it, and the capacity model's service times, the rising-rate SLO
- * (`sloMs`) and the per-request timeout by its inverse. Utilisation, the
- * queueing and the balancing periods per phase stay as they are; latencies
- * come out 1 / rateScale times longer, and the machine does rateScale times
- * the work. For a machine too slow to run the scenarios at full rate (the
+ * (`sloMs`), the per-request timeout and the KV cache's TTL (`cacheTtlMs`,
+ * the scenario's or the app's default) by its inverse. Utilisation, the
+ * queueing, the balancing periods per phase and the requests a key gets
+ * within one TTL (so what expires from the caches) stay as they are;
+ * latencies come out 1 / rateScale times longer, and the machine does
+ * rateScale times the work. For a machine too slow to run the scenarios at full rate (the
  * report names the scale, and compares contenders within one run only).
  * @param {{ experiment, workload }} scenario validated
  * @param {number} rateScale > 0 and <= 1
@@ -171,7 +174,8 @@ function scaleRate ({ experiment, workload }, rateScale) {
       sloMs: experiment.sloMs / rateScale,
       timeoutMs: Math.round(experiment.timeoutMs / rateScale),
       preloadRate: experiment.preloadRate * rateScale,
-      storeLatencyMs: experiment.storeLatencyMs / rateScale
+      storeLatencyMs: experiment.storeLatencyMs / rateScale,
+      appOptions: experiment.app === 'kv-cache' ? { ...experiment.appOptions, cacheTtlMs: Math.round((experiment.appOptions.cacheTtlMs ?? kvDefaults.cacheTtlMs) / rateScale) } : experiment.appOptions
     },
     workload: validateSpec({ ...workload, phases: workload.phases.map((p) => ({ ...p, rate: p.rate * rateScale })) })
   }

@@ -10,6 +10,7 @@ const { validateScenario, loadScenario, scenarioNames, warmupWorkload, WARMUP_KE
 const { CONTENDER_NAMES } = require('../../bench/experiments/contenders')
 const { affinityOf, recoveryPeriods, controllerRecoveryPeriods, errorsOf } = require('../../bench/experiments/metrics')
 const { headline, renderReport } = require('../../bench/experiments/report')
+const { defaults: kvDefaults } = require('../../apps/kv-cache/options')
 
 const CONTROLLED = ['chopper', 'chopper-single', 'chopper-hot-only', 'consistent-hash']
 
@@ -203,6 +204,11 @@ describe('experiments harness', () => {
     expect(half.experiment.capacity).toEqual(expect.objectContaining({ kvHitMs: 6, kvStoreMs: 10 }))
     expect(half.experiment.preloadRate).toBe(s.experiment.preloadRate / 2)
     expect(half.experiment.storeLatencyMs).toBe(0)
+    // a key's requests per cache TTL stay as in the scenario: the TTL (the app's default here) doubles too
+    expect(half.experiment.appOptions.cacheTtlMs).toBe(2 * kvDefaults.cacheTtlMs)
+    const ttl = validateScenario({ experiment: { ...s.experiment, appOptions: { cacheTtlMs: 3000, spawnRedis: false } }, workload: s.workload }, 'short-ttl')
+    expect(scaleRate(ttl, 0.25).experiment.appOptions).toEqual({ cacheTtlMs: 12000, spawnRedis: false })
+    expect(scaleRate(loadScenario('5-compute-hot-keys'), 0.5).experiment.appOptions).toEqual({})
     const slow = validateScenario({ experiment: { ...s.experiment, storeLatencyMs: 5 }, workload: s.workload }, 'slow-store')
     expect(scaleRate(slow, 0.5).experiment.storeLatencyMs).toBe(10) // real time, scaled like the modelled times
     for (const bad of [-1, 2000, '5']) expect(() => validateScenario({ experiment: { ...s.experiment, storeLatencyMs: bad }, workload: s.workload }, 'bad')).toThrow(/invalid experiment.storeLatencyMs/)
