@@ -12,6 +12,7 @@ const { serverTimingMs } = require('./server-timing')
 const { parseTarget, probeTarget } = require('./probe')
 const { createProgress } = require('./progress')
 const { createRng, deriveSeed } = require('./prng')
+const { StaleReads } = require('./stale-reads')
 
 /**
  * Every driver option and its default, in one visible place.
@@ -39,6 +40,8 @@ const DEFAULT_OPTIONS = Object.freeze({
   servers: [],
   /** Keep per-key per-server counts in the result (for affinity). */
   perKey: true,
+  /** KV workloads: tag every PUT's value and report GETs that returned an overwritten value (stale-reads.js) as `staleReads`. */
+  checkStaleReads: false,
   /** true, false, or 'auto' (when progressStream is a TTY). */
   progress: false,
   progressStream: undefined,
@@ -71,6 +74,7 @@ function validateOptions (options) {
   if (!(typeof o.lagThresholdMs === 'number' && o.lagThresholdMs >= 0)) throw new InvalidArgumentError(`lagThresholdMs: expected a number >= 0, got ${JSON.stringify(o.lagThresholdMs)}`)
   if (!(typeof o.lateShareLimit === 'number' && o.lateShareLimit >= 0 && o.lateShareLimit <= 1)) throw new InvalidArgumentError('lateShareLimit: expected a fraction in [0, 1]')
   if (!Array.isArray(o.servers) || o.servers.some((s) => typeof s !== 'string')) throw new InvalidArgumentError('servers: expected a list of server id strings')
+  if (typeof o.checkStaleReads !== 'boolean') throw new InvalidArgumentError(`checkStaleReads: expected true or false, got ${JSON.stringify(o.checkStaleReads)}`)
   if (![true, false, 'auto'].includes(o.progress)) throw new InvalidArgumentError(`progress: expected true, false or 'auto', got ${JSON.stringify(o.progress)}`)
   if (o.onWindow !== null && typeof o.onWindow !== 'function') throw new InvalidArgumentError('onWindow: expected a function')
   return o
@@ -106,6 +110,7 @@ async function run (spec, options = {}) {
   }))
   const rec = new Recorder({ workload, windowMs: o.windowMs, lagThresholdMs: o.lagThresholdMs, servers: o.servers, perKey: o.perKey })
   const values = valueSource(workload)
+  const stale = o.checkStaleReads ? new StaleReads() : null
   const progressStream = o.progressStream || process.stderr
   const progress = (o.progress === true || (o.progress === 'auto' && progressStream.isTTY)) ? createProgress(progressStream) : null
 
@@ -136,7 +141,10 @@ async function run (spec, options = {}) {
     const origin = o.mode === 'open' ? Math.min(intended, sendAt) : sendAt
     const pool = pools[nextPool++ % pools.length]
     // A PUT always carries a body (maybe empty, with Content-Length: 0), like payload.lua's.
-    const body = req.method === 'PUT' ? values(req) : undefined
+    let body = req.method === 'PUT' ? values(req) : undefined
+    let written = -1
+    if (stale !== null && body !== undefined) ({ body, id: written } = stale.write(req.key, body, sendAt))
+    const reads = stale !== null && req.method === 'GET'
     return pool.request({
       method: req.method,
       path: req.path,
@@ -144,10 +152,17 @@ async function run (spec, options = {}) {
       headers: body ? { 'content-type': workload.phases[req.phase].contentType } : undefined
     }).then(async (res) => {
       let bytes = 0
+      let head = null // a GET's first chunk, for its value's tag
       // Latency ends when the whole body has arrived, not at the headers.
-      for await (const chunk of res.body) bytes += chunk.length
+      for await (const chunk of res.body) {
+        if (reads && head === null) head = chunk
+        bytes += chunk.length
+      }
+      const end = performance.now()
       const servedBy = res.headers['x-served-by']
-      rec.response(req, origin, performance.now(), res.statusCode, Array.isArray(servedBy) ? servedBy[0] : servedBy, bytes, serverTimingMs(res.headers['server-timing']))
+      rec.response(req, origin, end, res.statusCode, Array.isArray(servedBy) ? servedBy[0] : servedBy, bytes, serverTimingMs(res.headers['server-timing']))
+      if (written !== -1 && res.statusCode >= 200 && res.statusCode < 300) stale.acknowledged(written, end)
+      if (reads && (res.statusCode === 200 || res.statusCode === 404)) stale.read(req.key, sendAt, res.statusCode === 404 ? null : head || Buffer.alloc(0))
     }).catch((err) => {
       rec.failure(req, performance.now(), err)
       log.debug({ err, path: req.path }, 'request failed')
@@ -289,7 +304,8 @@ async function run (spec, options = {}) {
     totals,
     client,
     phases,
-    windows
+    windows,
+    ...(stale !== null ? { staleReads: stale.summary() } : {})
   }
   log.info({ achievedRate: totals.achievedRate, p99: totals.latencyMs.p99, errors: totals.errorCount, heldRate: client.heldRate }, 'run finished')
   return result

@@ -72,6 +72,8 @@ async function runScenario (scenario, options = {}) {
 async function runContender (name, experiment, workload, logger) {
   const sut = await startSutProcess(name, experiment)
   try {
+    // KV: tag every written value, so the run can tell which reads were stale (loadgen/stale-reads.js)
+    const kv = experiment.app === 'kv-cache'
     const runOptions = { target: sut.target, servers: sut.serverIds, connections: experiment.connections, maxInFlight: 8192, timeoutMs: experiment.timeoutMs, windowMs: experiment.periodMs, logger }
     // JIT warm-up of the fresh processes (scenario.js warmupWorkload): not measured, no measured key touched.
     let warmup = null
@@ -81,7 +83,7 @@ async function runContender (name, experiment, workload, logger) {
     }
     let preload = null
     if (experiment.preload) {
-      const p = await loadgen.run(preloadWorkload(workload, experiment.preloadRate), { ...runOptions, perKey: false })
+      const p = await loadgen.run(preloadWorkload(workload, experiment.preloadRate), { ...runOptions, perKey: false, checkStaleReads: kv })
       preload = { requests: p.totals.scheduled, errors: p.totals.errorCount }
       if (p.totals.errorCount > 0) throw new InvalidArgumentError(`preload failed: ${p.totals.errorCount} of ${p.totals.scheduled} writes failed (${JSON.stringify(p.totals.status)})`)
     }
@@ -89,7 +91,7 @@ async function runContender (name, experiment, workload, logger) {
     const roundsBefore = sut.hasController ? (await sut.rounds()).map((x) => x.round) : []
     const runStartedAt = Date.now()
     const cpuBefore = cpuSnapshot(sut.processes)
-    const r = await loadgen.run(workload, runOptions)
+    const r = await loadgen.run(workload, { ...runOptions, checkStaleReads: kv })
     const cost = cpuCost(cpuBefore, cpuSnapshot(sut.processes), r.totals.responses)
     const cpu = { ...cost, ...machineLoad(cost, r.totals.achievedRate, os.cpus().length) }
     const after = await sut.cacheCounters()

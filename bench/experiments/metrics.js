@@ -187,6 +187,8 @@ function contenderMetrics (r, { experiment, rounds, cache, runStartedAt }) {
     },
     affinity: total ? round(usual / total) : null,
     cache: cache && { ...cache, hitRate: cache.hits + cache.misses ? round(cache.hits / (cache.hits + cache.misses)) : null },
+    // KV: GETs that returned a value overwritten before they were sent (loadgen/stale-reads.js)
+    staleReads: r.staleReads ? { checked: r.staleReads.checked, stale: r.staleReads.stale, share: round(r.staleReads.share, 6), unchecked: r.staleReads.unchecked, examples: r.staleReads.examples } : null,
     recovery: phases.slice(1).map((p, i) => ({
       phase: p.name,
       periods: p.recoveryPeriods,

@@ -156,6 +156,25 @@ function headline (doc) {
       out.push({ id: '1-kv-hot-keys-p90', label: '1-kv-hot-keys: p90 consistent hashing ÷ Chopper (reference; paper > 100×)', value: round(v), goal: null, met: null, text: `${round(v)}× (${ms(ch.latencyMs.p90)} ÷ ${ms(ours.latencyMs.p90)})` })
     }
   }
+  // Not a goal: which contenders' KV answers were stale (HAProxy's servers keep no replicas coherent).
+  {
+    const kv = doc.scenarios.filter((s) => s.contenders.some((c) => c.ok && c.staleReads))
+    if (kv.length) {
+      const names = [...new Set(kv.flatMap((s) => s.contenders.filter((c) => c.ok && c.staleReads).map((c) => c.name)))]
+      const totals = names.map((name) => {
+        const runs = kv.map((s) => contender(s, name)).filter((c) => c && c.staleReads)
+        return { name, label: runs[0].label, stale: runs.reduce((a, c) => a + c.staleReads.stale, 0), checked: runs.reduce((a, c) => a + c.staleReads.checked, 0) }
+      })
+      out.push({
+        id: 'stale-reads',
+        label: `KV scenarios (${kv.length}): stale reads, GETs answered with a value overwritten before they were sent (for reference)`,
+        value: Object.fromEntries(totals.map((t) => [t.name, t.stale])),
+        goal: null,
+        met: null,
+        text: totals.map((t) => `${t.label} ${t.stale} of ${t.checked}`).join(', ')
+      })
+    }
+  }
   const ch6 = contender(s6, 'consistent-hash')
   if (ours6 && ch6) {
     const a = ours6.throughput.maxSustainedRate
@@ -203,9 +222,15 @@ function scaleNote (doc) {
   return `<p><b>Capacity model</b> (bench/lib/capacity.js, <code>mode: model</code>, wrapped around each app): each app server is a FIFO single-server queue; the real app runs on arrival and its response is released at max(arrival, previous finish) + service time, so three servers on this ${doc.environment.cpus}-core machine do not borrow each other's CPU. Compute: n²/10⁶ × ${c.computeMsPerMillionOps} ms (n = 1000: ${c.computeMsPerMillionOps} ms, ${Math.round(1000 / c.computeMsPerMillionOps)} req/s per server). KV: cache hit ${c.kvHitMs} ms; miss or write ${c.kvHitMs + c.kvStoreMs} ms (hit + ${c.kvStoreMs} ms store latency); the real cache and in-process DynamoDB (dynalite) still decide hit or miss (the app's X-KV-Outcome header). Three servers: ~750 req/s for the paper's mixes. <b>Scale factor</b>: ${parts.join('; ')}. <b>Time</b>: balancing period ${period} ms for the paper's ${PAPER.periodS} s; phases of ${Math.min(...lengths)}-${Math.max(...lengths)} s${scaled} for the paper's ${PAPER.phaseS} s. <b>Client</b>: open loop, ${doc.scenarios[0] ? doc.scenarios[0].experiment.connections : ''} connections per target (the paper: wrk2 with 200), in its own process.${rated}${storeLatency}</p>`
 }
 
+/** Stale reads of a KV run: count and share of the GETs checked; n/a where none were checked. */
+function staleCell (x) {
+  if (!x || !x.checked) return 'n/a'
+  return x.stale === 0 ? `0 of ${x.checked}` : `${x.stale} of ${x.checked} (${(x.share * 100).toFixed(2)} %)`
+}
+
 function summaryTable (s) {
   const rows = s.contenders.map((c) => {
-    if (!c.ok) return `<tr><td>${esc(c.label)}</td><td colspan="${s.experiment.kind === 'rising' ? 15 : 14}">failed: ${esc(c.error && c.error.message)}</td></tr>`
+    if (!c.ok) return `<tr><td>${esc(c.label)}</td><td colspan="${s.experiment.kind === 'rising' ? 16 : 15}">failed: ${esc(c.error && c.error.message)}</td></tr>`
     const r = c.vsChopper || {}
     const rec = c.recovery.map((x) => (x.periods === null ? '∞' : num(x.periods, 1))).join(', ')
     const churn = c.churn ? pct(c.churn.meanFraction) : 'n/a'
@@ -215,11 +240,12 @@ function summaryTable (s) {
       `<td>${ms(c.latencyMs.p50)}</td><td>${ms(c.latencyMs.p90)}</td><td>${ms(c.latencyMs.p99)}</td><td>${ms(c.latencyMs['p99.9'])}</td>` +
       `<td>${c.outsideServerMs ? `${ms(c.outsideServerMs.p50)} / ${ms(c.outsideServerMs.p90)} / ${ms(c.outsideServerMs.p99)}` : 'n/a'}</td>` +
       `<td>${num(c.imbalance.mean, 2)}</td><td>${rec || '–'}</td><td>${churn}</td><td>${pct(c.affinity)}</td><td>${c.cache ? pct(c.cache.hitRate) : 'n/a'}</td>` +
+      `<td${c.staleReads && c.staleReads.stale > 0 ? ' class="warn"' : ''}>${staleCell(c.staleReads)}</td>` +
       (s.experiment.kind === 'rising' ? `<td>${c.throughput.maxSustainedRate ?? 'none'}</td>` : '') +
       `<td>${ratio('p50')} / ${ratio('p90')} / ${ratio('p99')}</td>` +
       `<td${c.cpu && c.cpu.saturated ? ' class="warn"' : ''}>${c.cpu && c.cpu.routerUs !== null ? `${num(c.cpu.routerUs, 0)} / ${num(c.cpu.appUs, 0)}${c.cpu.cores !== undefined ? ` (${num(c.cpu.cores, 2)} cores)` : ''}` : 'n/a'}</td></tr>`
   })
-  return `<table><tr><th>contender</th><th>achieved / offered req/s</th><th>errors</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th title="each response's latency minus the time its app server states it held it (Server-Timing from the capacity model: queue, service, a late timer): the client, the router (front ends or HAProxy) and the network">outside the app servers p50 / p90 / p99</th><th>mean imbalance</th><th>periods to &lt; ${s.experiment.imbalanceTarget} after each change</th><th>mean churn / round</th><th>affinity</th><th>hit rate</th>${s.experiment.kind === 'rising' ? '<th>max sustained req/s</th>' : ''}<th>÷ Chopper p50 / p90 / p99</th><th title="CPU time (user + system) over the measured run ÷ responses: the router process (Chopper's front ends and controller; HAProxy) / all app servers together. Every process shares this machine's cores, so a costlier router also delays the others">CPU µs per request: router / app servers</th></tr>${rows.join('')}</table>`
+  return `<table><tr><th>contender</th><th>achieved / offered req/s</th><th>errors</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th title="each response's latency minus the time its app server states it held it (Server-Timing from the capacity model: queue, service, a late timer): the client, the router (front ends or HAProxy) and the network">outside the app servers p50 / p90 / p99</th><th>mean imbalance</th><th>periods to &lt; ${s.experiment.imbalanceTarget} after each change</th><th>mean churn / round</th><th>affinity</th><th>hit rate</th><th title="GETs that returned a value another write had replaced before they were sent (loadgen/stale-reads.js: every PUT's value is tagged, so a GET's answer names its write), of the GETs checked">stale reads</th>${s.experiment.kind === 'rising' ? '<th>max sustained req/s</th>' : ''}<th>÷ Chopper p50 / p90 / p99</th><th title="CPU time (user + system) over the measured run ÷ responses: the router process (Chopper's front ends and controller; HAProxy) / all app servers together. Every process shares this machine's cores, so a costlier router also delays the others">CPU µs per request: router / app servers</th></tr>${rows.join('')}</table>`
 }
 
 function curvePlot (s) {

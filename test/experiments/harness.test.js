@@ -72,8 +72,12 @@ function expectContenderFields (c, { kv, controller }) {
   if (kv) {
     expect(c.cache.hits + c.cache.misses).toBeGreaterThan(0)
     expect(c.cache.hitRate).toBeGreaterThan(0)
+    // every GET's answer named its write (loadgen/stale-reads.js), preloaded values included
+    expect(c.staleReads).toEqual(expect.objectContaining({ checked: c.latencyByMethod.GET.count, unchecked: 0, stale: expect.any(Number) }))
+    if (controller) expect(c.staleReads.stale).toBe(0) // Chopper's replicas are coherent
   } else {
     expect(c.cache).toBeNull()
+    expect(c.staleReads).toBeNull()
   }
   expect(c.recovery.length).toBe(c.phases.length - 1)
   for (const x of c.recovery) expect(Object.keys(x).sort()).toEqual(['controllerPeriods', 'periods', 'phase'])
@@ -333,6 +337,18 @@ describe('headline: issue 10\'s done-when checks from the data', () => {
     expect(byId(doc({ s1: { rate: 600 } }))['no-loss-vs-consistent-hash']).toBe(false)
     expect(byId(doc({ s1: { recovery: [1, 3] } }))['1-kv-hot-keys-recovery']).toBe(false)
     expect(byId(doc({ s5: { recovery: [null, 1] } }))['5-compute-hot-keys-recovery']).toBe(false)
+  })
+
+  test('stale reads: a reference line summed over the KV scenarios, not a check', () => {
+    const d = doc()
+    const stale = (c, stale) => Object.assign(c, { label: c.name, staleReads: { checked: 100, stale, share: stale / 100 } })
+    const s1 = d.scenarios[0]
+    stale(s1.contenders[0], 0)
+    stale(s1.contenders[2], 37)
+    const h = headline(d).find((x) => x.id === 'stale-reads')
+    expect(h).toMatchObject({ met: null, value: { chopper: 0, 'haproxy-bounded': 37 }, text: 'chopper 0 of 100, haproxy-bounded 37 of 100' })
+    expect(h.doneWhen).toBeFalsy()
+    expect(headline(doc()).find((x) => x.id === 'stale-reads')).toBeUndefined() // no KV run checked
   })
 
   test('the HTML shows the checks as a table with pass or FAIL', () => {

@@ -1,0 +1,136 @@
+'use strict'
+
+const http = require('node:http')
+const { once } = require('node:events')
+const { run } = require('../../loadgen')
+const { StaleReads, parseTag } = require('../../loadgen/stale-reads')
+
+const value = (n, c = 'a') => Buffer.from(c.repeat(n))
+
+describe('StaleReads', () => {
+  test('a tag replaces the value\'s first bytes and keeps its length; too short a value goes untagged', () => {
+    const s = new StaleReads({ runId: 'r1' })
+    const { body, id } = s.write('k', value(32), 0)
+    expect(body).toHaveLength(32)
+    expect(body.toString('latin1', 0, 6)).toBe('~r1.0~')
+    expect(body.toString('latin1', 6)).toBe('a'.repeat(26))
+    expect(parseTag(body)).toEqual({ run: 'r1', id })
+    expect(s.write('k', value(4), 1).body.toString()).toBe('aaaa')
+    expect(parseTag(value(32))).toBeNull()
+    expect(() => new StaleReads({ runId: 'No Good' })).toThrow(expect.objectContaining({ code: 'CHOPPER_ERR_INVALID_ARG' }))
+  })
+
+  test('a read of a value overwritten before it was sent is stale; concurrent answers are not', () => {
+    const s = new StaleReads({ runId: 'r1' })
+    const w0 = s.write('k', value(16), 0) // acknowledged at 10
+    s.acknowledged(w0.id, 10)
+    const w1 = s.write('k', value(16), 20) // sent after w0's ack, acknowledged at 30
+    s.acknowledged(w1.id, 30)
+    s.read('k', 40, w0.body) // sent after w1's ack, answered w0: stale
+    s.read('k', 25, w0.body) // sent while w1 ran: either value is right
+    s.read('k', 40, w1.body) // the newest: right
+    s.read('k', 5, w0.body) // w0 not yet acknowledged: concurrent, right
+    const w2 = s.write('k', value(16), 5) // overlaps w0 (sent before w0's ack) and is acknowledged at 50
+    s.acknowledged(w2.id, 50)
+    s.read('k', 60, w0.body) // w1 followed w0 and was acknowledged before: still stale
+    const sum = s.summary()
+    expect(sum).toMatchObject({ checked: 5, stale: 2, unchecked: 0 })
+    expect(sum.share).toBeCloseTo(0.4)
+    expect(sum.examples[0]).toMatchObject({ key: 'k', sentAtMs: 40 })
+  })
+
+  test('overlapping writes order nothing: the answer of either is right afterwards', () => {
+    const s = new StaleReads({ runId: 'r1' })
+    const a = s.write('k', value(16), 0)
+    const b = s.write('k', value(16), 1)
+    s.acknowledged(b.id, 5)
+    s.acknowledged(a.id, 6) // a and b overlap: either may have landed last
+    s.read('k', 10, a.body)
+    s.read('k', 10, b.body)
+    expect(s.summary()).toMatchObject({ checked: 2, stale: 0 })
+  })
+
+  test('a value from before the run, or a 404, is stale once a write of this run was acknowledged first', () => {
+    const before = new StaleReads({ runId: 'pre' })
+    const old = before.write('k', value(16), 0).body
+    const s = new StaleReads({ runId: 'now' })
+    s.read('k', 1, old) // nothing written yet in this run: right
+    s.read('other', 1, null) // a key this run never wrote: right
+    const w = s.write('k', value(16), 2)
+    s.acknowledged(w.id, 3)
+    s.read('k', 4, old) // stale
+    s.read('k', 4, null) // the key exists now: a 404 is stale too
+    expect(s.summary()).toMatchObject({ checked: 4, stale: 2 })
+  })
+
+  test('an unacknowledged write may land at any time; untagged and misattributed values are not checked', () => {
+    const s = new StaleReads({ runId: 'r1' })
+    const lost = s.write('k', value(16), 0) // timed out: never acknowledged
+    const w = s.write('k', value(16), 100)
+    s.acknowledged(w.id, 110)
+    s.read('k', 200, lost.body)
+    s.read('k', 200, value(16, 'z'))
+    s.read('j', 200, w.body) // another key's tag
+    expect(s.summary()).toMatchObject({ checked: 1, stale: 0, unchecked: 2 })
+  })
+})
+
+/**
+ * A small KV store over HTTP that keeps the last two values of each key and,
+ * when `staleEvery` is set, answers every staleEvery-th GET of a key with the
+ * older one: a stand-in for a cache replica that missed an invalidation.
+ */
+async function startKv ({ staleEvery = 0 } = {}) {
+  const data = new Map() // key -> [previous, latest]
+  let gets = 0
+  const server = http.createServer((req, res) => {
+    const key = new URL(req.url, 'http://x').searchParams.get('key')
+    if (req.method === 'PUT') {
+      const chunks = []
+      req.on('data', (c) => chunks.push(c))
+      req.on('end', () => {
+        const [, latest] = data.get(key) || []
+        data.set(key, [latest, Buffer.concat(chunks)])
+        res.writeHead(204).end()
+      })
+      return
+    }
+    const pair = data.get(key)
+    if (!pair) return res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}')
+    const old = staleEvery > 0 && ++gets % staleEvery === 0 && pair[0] !== undefined
+    res.writeHead(200).end(old ? pair[0] : pair[1])
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((resolve) => server.close(resolve)) }
+}
+
+describe('run with checkStaleReads', () => {
+  const spec = { seed: 3, phases: [{ duration: '1s', rate: 300, keys: { count: 3 }, mix: { get: 0.7, set: 0.3 }, value: { min: 16, max: 64 }, path: '/kv?key={key}' }] }
+  let kv
+  afterEach(async () => {
+    if (kv) await kv.close()
+    kv = null
+  })
+
+  test('a store that always answers its latest value has no stale reads', async () => {
+    kv = await startKv()
+    const result = await run(spec, { target: kv.url, checkStaleReads: true })
+    expect(result.staleReads.checked).toBeGreaterThan(150)
+    expect(result.staleReads).toMatchObject({ stale: 0, unchecked: 0 })
+  })
+
+  test('a store that sometimes answers the value before is caught', async () => {
+    kv = await startKv({ staleEvery: 4 })
+    const result = await run(spec, { target: kv.url, checkStaleReads: true })
+    expect(result.staleReads.stale).toBeGreaterThan(10)
+    expect(result.staleReads.examples.length).toBeGreaterThan(0)
+  })
+
+  test('off by default: no tags, no summary', async () => {
+    kv = await startKv()
+    const result = await run(spec, { target: kv.url })
+    expect(result.staleReads).toBeUndefined()
+    await expect(run(spec, { target: kv.url, checkStaleReads: 'yes' })).rejects.toThrow(/checkStaleReads: expected true or false/)
+  })
+})
