@@ -59,6 +59,12 @@ function formatSummary (result) {
     lines.push('')
     lines.push(`note: ${unattributed} responses had no X-Served-By header; they are left out of imbalance.`)
   }
+  const st = result.staleReads
+  if (st) {
+    lines.push('')
+    lines.push(`stale reads: ${st.stale} of ${st.checked} GETs checked${st.checked ? ` (${(100 * st.share).toFixed(2)} %)` : ''}${st.unchecked ? `; ${st.unchecked} answers without a tag not checked` : ''}`)
+    for (const x of st.examples.slice(0, 3)) lines.push(`  ${x.key}: a GET sent at ${x.sentAtMs} ms returned ${x.returned}, after ${x.overwrittenBy}`)
+  }
   if (!result.client.heldRate) {
     lines.push('')
     for (const problem of result.client.problems) lines.push(`WARNING ${problem}`)

@@ -25,6 +25,7 @@ const USAGE = `Usage:
         [--lag-threshold-ms N]              late-send threshold (default 50)
         [--servers id,id,...]               server ids expected to serve (idle ones count in imbalance)
         [--closed-loop]                     wrk-style closed loop, NOT corrected for coordinated omission
+        [--check-stale-reads]               KV: tag written values and count GETs that returned an overwritten one
         [--no-progress] [--quiet] [--log-level LEVEL]
 
 Specs are JSON or YAML; see loadgen/README.md.`
@@ -39,6 +40,7 @@ const OPTIONS = {
   'lag-threshold-ms': { type: 'string' },
   servers: { type: 'string' },
   'closed-loop': { type: 'boolean' },
+  'check-stale-reads': { type: 'boolean' },
   'no-progress': { type: 'boolean' },
   quiet: { type: 'boolean', short: 'q' },
   'log-level': { type: 'string' },
@@ -98,6 +100,7 @@ async function main (argv) {
     const result = await run(workload, {
       target: flags.target.length === 1 ? flags.target[0] : flags.target,
       mode: flags['closed-loop'] ? 'closed' : 'open',
+      checkStaleReads: Boolean(flags['check-stale-reads']),
       ...intFlag(flags, 'connections', 'connections'),
       ...intFlag(flags, 'max-in-flight', 'maxInFlight'),
       ...intFlag(flags, 'timeout-ms', 'timeoutMs'),

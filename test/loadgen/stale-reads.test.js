@@ -1,8 +1,11 @@
 'use strict'
 
-const http = require('node:http')
-const { once } = require('node:events')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { execFile } = require('node:child_process')
 const { run } = require('../../loadgen')
+const { startKv } = require('./helpers/kv-server')
 const { StaleReads, parseTag } = require('../../loadgen/stale-reads')
 
 const value = (n, c = 'a') => Buffer.from(c.repeat(n))
@@ -75,36 +78,6 @@ describe('StaleReads', () => {
   })
 })
 
-/**
- * A small KV store over HTTP that keeps the last two values of each key and,
- * when `staleEvery` is set, answers every staleEvery-th GET of a key with the
- * older one: a stand-in for a cache replica that missed an invalidation.
- */
-async function startKv ({ staleEvery = 0 } = {}) {
-  const data = new Map() // key -> [previous, latest]
-  let gets = 0
-  const server = http.createServer((req, res) => {
-    const key = new URL(req.url, 'http://x').searchParams.get('key')
-    if (req.method === 'PUT') {
-      const chunks = []
-      req.on('data', (c) => chunks.push(c))
-      req.on('end', () => {
-        const [, latest] = data.get(key) || []
-        data.set(key, [latest, Buffer.concat(chunks)])
-        res.writeHead(204).end()
-      })
-      return
-    }
-    const pair = data.get(key)
-    if (!pair) return res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}')
-    const old = staleEvery > 0 && ++gets % staleEvery === 0 && pair[0] !== undefined
-    res.writeHead(200).end(old ? pair[0] : pair[1])
-  })
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((resolve) => server.close(resolve)) }
-}
-
 describe('run with checkStaleReads', () => {
   const spec = { seed: 3, phases: [{ duration: '1s', rate: 300, keys: { count: 3 }, mix: { get: 0.7, set: 0.3 }, value: { min: 16, max: 64 }, path: '/kv?key={key}' }] }
   let kv
@@ -132,5 +105,22 @@ describe('run with checkStaleReads', () => {
     const result = await run(spec, { target: kv.url })
     expect(result.staleReads).toBeUndefined()
     await expect(run(spec, { target: kv.url, checkStaleReads: 'yes' })).rejects.toThrow(/checkStaleReads: expected true or false/)
+  })
+
+  test('loadgen run --check-stale-reads prints the count', async () => {
+    kv = await startKv({ staleEvery: 3 })
+    const spec = path.join(__dirname, '../../loadgen/examples/smoke.yaml')
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'stale-reads-'))
+    const output = path.join(dir, 'result.json')
+    const out = await new Promise((resolve) => {
+      execFile(process.execPath, [path.join(__dirname, '../../loadgen/bin/loadgen.js'), 'run', spec, '--target', kv.url, '--check-stale-reads', '--no-progress', '-o', output], { timeout: 30000 }, (err, stdout, stderr) => resolve({ code: err ? err.code : 0, stdout, stderr }))
+    })
+    try {
+      expect(out.code).toBe(0)
+      expect(out.stdout).toMatch(/stale reads: [1-9]\d* of \d+ GETs checked/)
+      expect(JSON.parse(fs.readFileSync(output, 'utf8')).staleReads.stale).toBeGreaterThan(0)
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

@@ -1,0 +1,36 @@
+'use strict'
+
+const http = require('node:http')
+const { once } = require('node:events')
+
+/**
+ * A small KV store over HTTP that keeps the last two values of each key and,
+ * when `staleEvery` is set, answers every staleEvery-th GET of a key with the
+ * older one: a stand-in for a cache replica that missed an invalidation.
+ */
+async function startKv ({ staleEvery = 0 } = {}) {
+  const data = new Map() // key -> [previous, latest]
+  let gets = 0
+  const server = http.createServer((req, res) => {
+    const key = new URL(req.url, 'http://x').searchParams.get('key')
+    if (req.method === 'PUT') {
+      const chunks = []
+      req.on('data', (c) => chunks.push(c))
+      req.on('end', () => {
+        const [, latest] = data.get(key) || []
+        data.set(key, [latest, Buffer.concat(chunks)])
+        res.writeHead(204).end()
+      })
+      return
+    }
+    const pair = data.get(key)
+    if (!pair) return res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}')
+    const old = staleEvery > 0 && ++gets % staleEvery === 0 && pair[0] !== undefined
+    res.writeHead(200).end(old ? pair[0] : pair[1])
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((resolve) => server.close(resolve)) }
+}
+
+module.exports = { startKv }
