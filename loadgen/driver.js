@@ -144,6 +144,7 @@ async function run (spec, options = {}) {
     let body = req.method === 'PUT' ? values(req) : undefined
     let written = -1
     if (stale !== null && body !== undefined) ({ body, id: written } = stale.write(req.key, body, sendAt))
+    else if (stale !== null && req.method === 'DELETE') written = stale.remove(req.key, sendAt)
     const reads = stale !== null && req.method === 'GET'
     return pool.request({
       method: req.method,

@@ -15,8 +15,11 @@
  * (either answer is right) are never flagged.
  *
  * - A tag of an earlier run (a preload) is a value written before this run
- *   began; so is a 404 (the key was never written): both are stale once this
- *   run has an acknowledged write of the key before the read.
+ *   began: stale once this run has an acknowledged write of the key before
+ *   the read.
+ * - A 404 is the absence of a value, which the key had before this run (if
+ *   it was never written) and after each DELETE: it is stale only when even
+ *   the latest of those was followed, as above.
  * - A write that was not acknowledged (an error, a timeout) may still land at
  *   any time: a read that returns it is never called stale.
  * - A value without a tag (written by someone else, or a PUT too short for
@@ -30,6 +33,7 @@
 const { InvalidArgumentError } = require('../core/errors')
 
 const TAG = 0x7e // '~'
+const ABSENT = -2 // a read answered 404
 let runs = 0
 
 class StaleReads {
@@ -39,8 +43,28 @@ class StaleReads {
     this.runId = runId
     this.writes = new Map() // key -> [{ start, end }] by id (end Infinity until acknowledged)
     this.byId = [] // id -> write
-    this.reads = [] // { key, start, id }: id -1 = a value from before this run
+    this.reads = [] // { key, start, id }: id -1 = a value from before this run, ABSENT = a 404
+    this.deletes = new Map() // key -> [write] of DELETEs (absence, as before the run)
     this.unchecked = 0
+  }
+
+  #record (key, start) {
+    const id = this.byId.length
+    const w = { key, start, end: Infinity }
+    this.byId.push(w)
+    let list = this.writes.get(key)
+    if (!list) this.writes.set(key, (list = []))
+    list.push(w)
+    return { id, w }
+  }
+
+  /** A DELETE of `key` sent at `start`: its handle, for `acknowledged`. */
+  remove (key, start) {
+    const { id, w } = this.#record(key, start)
+    let list = this.deletes.get(key)
+    if (!list) this.deletes.set(key, (list = []))
+    list.push(w)
+    return id
   }
 
   /**
@@ -52,12 +76,7 @@ class StaleReads {
    * @returns {{ body: Buffer, id: number }}
    */
   write (key, value, start) {
-    const id = this.byId.length
-    const w = { key, start, end: Infinity }
-    this.byId.push(w)
-    let list = this.writes.get(key)
-    if (!list) this.writes.set(key, (list = []))
-    list.push(w)
+    const { id } = this.#record(key, start)
     const tag = Buffer.from(`~${this.runId}.${id.toString(36)}~`, 'latin1')
     if (value.length < tag.length) return { body: value, id }
     const body = Buffer.allocUnsafe(value.length)
@@ -78,7 +97,7 @@ class StaleReads {
    */
   read (key, start, body) {
     if (body === null) {
-      this.reads.push({ key, start, id: -1 })
+      this.reads.push({ key, start, id: ABSENT })
       return
     }
     const tag = parseTag(body)
@@ -122,15 +141,28 @@ class StaleReads {
       const n = countBelow(a.ends, r.start) // writes acknowledged before the read was sent
       if (n === 0) continue
       const followed = a.latestStart[n - 1] // the latest of their starts
-      const end = r.id === -1 ? -Infinity : this.byId[r.id].end
+      // the write the answer came from; for a 404, the latest that left the key without a value
+      const end = r.id === ABSENT ? latestEnd(this.deletes.get(r.key)) : r.id === -1 ? -Infinity : this.byId[r.id].end
       if (followed > end) {
         stale++
-        if (found.length < examples) found.push({ key: r.key, sentAtMs: round(r.start), returned: r.id === -1 ? 'a value from before the run' : `write ${r.id}, acknowledged at ${round(end)} ms`, overwrittenBy: `a write sent at ${round(followed)} ms and acknowledged before the read` })
+        if (found.length < examples) found.push({ key: r.key, sentAtMs: round(r.start), returned: describe(r.id, end), overwrittenBy: `a write sent at ${round(followed)} ms and acknowledged before the read` })
       }
     }
     const checked = this.reads.length
     return { checked, stale, share: checked ? stale / checked : 0, unchecked: this.unchecked, examples: found }
   }
+}
+
+/** When the latest of `deletes` was acknowledged (Infinity when one was not; -Infinity for none: the key before the run). */
+function latestEnd (deletes) {
+  let end = -Infinity
+  if (deletes) for (const d of deletes) if (d.end > end) end = d.end
+  return end
+}
+
+function describe (id, end) {
+  if (id === ABSENT) return end === -Infinity ? 'no value (404), as before the run' : `no value (404), as after a delete acknowledged at ${round(end)} ms`
+  return id === -1 ? 'a value from before the run' : `write ${id}, acknowledged at ${round(end)} ms`
 }
 
 /** `{ run, id }` from a value's leading `~run.id~`, or null. */

@@ -66,6 +66,27 @@ describe('StaleReads', () => {
     expect(s.summary()).toMatchObject({ checked: 4, stale: 2 })
   })
 
+  test('a 404 after a delete is right; after a write that followed the delete, stale', () => {
+    const s = new StaleReads({ runId: 'r1' })
+    const w = s.write('k', value(16), 0)
+    s.acknowledged(w.id, 5)
+    const d = s.remove('k', 10)
+    s.acknowledged(d, 15)
+    s.read('k', 20, null) // the delete is the latest: right
+    const pending = s.remove('j', 0) // never acknowledged: may land any time
+    const wj = s.write('j', value(16), 1)
+    s.acknowledged(wj.id, 2)
+    s.read('j', 30, null) // right: the delete may have landed last
+    const w2 = s.write('k', value(16), 40)
+    s.acknowledged(w2.id, 45)
+    s.read('k', 50, null) // the write followed the delete: stale
+    s.read('k', 50, w.body) // overwritten by the delete and the write: stale
+    expect(pending).toBeGreaterThan(0)
+    const sum = s.summary()
+    expect(sum).toMatchObject({ checked: 4, stale: 2 })
+    expect(sum.examples.map((x) => x.returned)).toEqual(['no value (404), as after a delete acknowledged at 15 ms', 'write 0, acknowledged at 5 ms'])
+  })
+
   test('an unacknowledged write may land at any time; untagged and misattributed values are not checked', () => {
     const s = new StaleReads({ runId: 'r1' })
     const lost = s.write('k', value(16), 0) // timed out: never acknowledged
@@ -91,6 +112,14 @@ describe('run with checkStaleReads', () => {
     const result = await run(spec, { target: kv.url, checkStaleReads: true })
     expect(result.staleReads.checked).toBeGreaterThan(150)
     expect(result.staleReads).toMatchObject({ stale: 0, unchecked: 0 })
+  })
+
+  test('with deletes: a 404 after an acknowledged delete is not stale', async () => {
+    kv = await startKv()
+    const result = await run({ ...spec, phases: [{ ...spec.phases[0], mix: { get: 0.6, set: 0.2, delete: 0.2 } }] }, { target: kv.url, checkStaleReads: true })
+    expect(result.totals.status[404]).toBeGreaterThan(10)
+    expect(result.staleReads).toMatchObject({ stale: 0, unchecked: 0 })
+    expect(result.staleReads.checked).toBeGreaterThan(150)
   })
 
   test('a store that sometimes answers the value before is caught', async () => {

@@ -6,7 +6,8 @@ const { once } = require('node:events')
 /**
  * A small KV store over HTTP that keeps the last two values of each key and,
  * when `staleEvery` is set, answers every staleEvery-th GET of a key with the
- * older one: a stand-in for a cache replica that missed an invalidation.
+ * older one: a stand-in for a cache replica that missed an invalidation. A
+ * DELETE leaves the key without a value (404).
  */
 async function startKv ({ staleEvery = 0 } = {}) {
   const data = new Map() // key -> [previous, latest]
@@ -23,8 +24,13 @@ async function startKv ({ staleEvery = 0 } = {}) {
       })
       return
     }
+    if (req.method === 'DELETE') {
+      const [, latest] = data.get(key) || []
+      data.set(key, [latest, undefined])
+      return res.writeHead(204).end()
+    }
     const pair = data.get(key)
-    if (!pair) return res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}')
+    if (!pair || pair[1] === undefined) return res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}')
     const old = staleEvery > 0 && ++gets % staleEvery === 0 && pair[0] !== undefined
     res.writeHead(200).end(old ? pair[0] : pair[1])
   })
