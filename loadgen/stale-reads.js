@@ -27,7 +27,10 @@
  *
  * Times are the driver's clock (performance.now()): a write is sent at its
  * start and acknowledged at the end of its response; a read starts when it
- * is sent.
+ * is sent. Each is a little wider than the request's true span (a request may
+ * wait for a connection; a response takes time to read), which can only hide
+ * a stale read, never invent one. It assumes that no one else writes the keys
+ * during the run: another writer's value would count as one from before it.
  */
 
 const { InvalidArgumentError } = require('../core/errors')
