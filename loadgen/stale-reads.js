@@ -44,30 +44,25 @@ class StaleReads {
   constructor ({ runId = `${process.pid.toString(36)}x${(++runs).toString(36)}` } = {}) {
     if (typeof runId !== 'string' || !/^[a-z0-9]{1,24}$/.test(runId)) throw new InvalidArgumentError(`runId: expected 1 to 24 lower-case letters and digits, got ${JSON.stringify(runId)}`)
     this.runId = runId
-    this.writes = new Map() // key -> [{ start, end }] by id (end Infinity until acknowledged)
+    this.writes = new Map() // key -> [{ start, end, absent }] by id (end Infinity until acknowledged; absent: a DELETE)
     this.byId = [] // id -> write
     this.reads = [] // { key, start, id }: id -1 = a value from before this run, ABSENT = a 404
-    this.deletes = new Map() // key -> [write] of DELETEs (absence, as before the run)
     this.unchecked = 0
   }
 
-  #record (key, start) {
+  #record (key, start, absent) {
     const id = this.byId.length
-    const w = { key, start, end: Infinity }
+    const w = { key, start, end: Infinity, absent }
     this.byId.push(w)
     let list = this.writes.get(key)
     if (!list) this.writes.set(key, (list = []))
     list.push(w)
-    return { id, w }
+    return id
   }
 
   /** A DELETE of `key` sent at `start`: its handle, for `acknowledged`. */
   remove (key, start) {
-    const { id, w } = this.#record(key, start)
-    let list = this.deletes.get(key)
-    if (!list) this.deletes.set(key, (list = []))
-    list.push(w)
-    return id
+    return this.#record(key, start, true)
   }
 
   /**
@@ -79,7 +74,7 @@ class StaleReads {
    * @returns {{ body: Buffer, id: number }}
    */
   write (key, value, start) {
-    const { id } = this.#record(key, start)
+    const id = this.#record(key, start, false)
     const tag = Buffer.from(`~${this.runId}.${id.toString(36)}~`, 'latin1')
     if (value.length < tag.length) return { body: value, id }
     const body = Buffer.allocUnsafe(value.length)
@@ -126,7 +121,9 @@ class StaleReads {
    */
   summary (examples = 5) {
     // Per key: acknowledged writes by acknowledgement time, with the latest
-    // start among those acknowledged so far (a prefix maximum).
+    // start among those acknowledged so far (a prefix maximum), and when the
+    // latest DELETE was acknowledged (Infinity when one was not; -Infinity
+    // for none: the key as before the run).
     const acked = new Map()
     for (const [key, list] of this.writes) {
       const done = list.filter((w) => w.end !== Infinity).sort((a, b) => a.end - b.end)
@@ -134,7 +131,9 @@ class StaleReads {
       const latestStart = []
       let m = -Infinity
       for (const w of done) latestStart.push((m = Math.max(m, w.start)))
-      acked.set(key, { ends, latestStart })
+      let absentEnd = -Infinity
+      for (const w of list) if (w.absent && w.end > absentEnd) absentEnd = w.end
+      acked.set(key, { ends, latestStart, absentEnd })
     }
     let stale = 0
     const found = []
@@ -145,7 +144,7 @@ class StaleReads {
       if (n === 0) continue
       const followed = a.latestStart[n - 1] // the latest of their starts
       // the write the answer came from; for a 404, the latest that left the key without a value
-      const end = r.id === ABSENT ? latestEnd(this.deletes.get(r.key)) : r.id === -1 ? -Infinity : this.byId[r.id].end
+      const end = r.id === ABSENT ? a.absentEnd : r.id === -1 ? -Infinity : this.byId[r.id].end
       if (followed > end) {
         stale++
         if (found.length < examples) found.push({ key: r.key, sentAtMs: round(r.start), returned: describe(r.id, end), overwrittenBy: `a write sent at ${round(followed)} ms and acknowledged before the read` })
@@ -154,13 +153,6 @@ class StaleReads {
     const checked = this.reads.length
     return { checked, stale, share: checked ? stale / checked : 0, unchecked: this.unchecked, examples: found }
   }
-}
-
-/** When the latest of `deletes` was acknowledged (Infinity when one was not; -Infinity for none: the key before the run). */
-function latestEnd (deletes) {
-  let end = -Infinity
-  if (deletes) for (const d of deletes) if (d.end > end) end = d.end
-  return end
 }
 
 function describe (id, end) {
