@@ -41,6 +41,7 @@ const NONE = Object.freeze([])
  * key is never answered from that replica's cache on its own word nor filled
  * into it. Only then does it write DynamoDB and its own cache; then it lifts
  * the holds with the new version and value, which each replica caches first.
+ * A hold makes no Redis call: the replica's entry stays, unserved while held.
  *
  * How a replica answers a read of a held key is the writer's choice (its
  * `heldReads`, sent with each hold as `X-KV-Held-Reads`), so servers with
@@ -60,9 +61,11 @@ const NONE = Object.freeze([])
  *   outcome is unknown holds the writer itself until the lapse, so it and
  *   whoever asks it read DynamoDB meanwhile; so does a write that a replica
  *   did not take the hold of (below, #replicated).
- * - `wait` (the default): the replica drops its entry when held, waits up to
+ * - `wait` (the default): a read of the held key on the replica waits up to
  *   `heldReadWaitMs` for the release and then reads DynamoDB (strongly
- *   consistent, linearizable by itself); the writer holds itself too.
+ *   consistent, linearizable by itself); the writer holds itself too, from
+ *   its DynamoDB write until its own cache has the value, and sends the
+ *   releases as soon as DynamoDB took the write, alongside that cache update.
  *
  * Either way a value is never served from any cache once some read could
  * have seen a newer one (linearizable), and fills that read before the write
@@ -369,36 +372,44 @@ class KvService {
   }
 
   #put (key, sliceKey, value, contentType, generation, replicas) {
-    return this.#replicated('put', key, sliceKey, generation, replicas, { value, contentType }, async () => {
-      const tag = this.epochs.now()
-      const ver = await this.#write('put', key, sliceKey, () => this.store.put(key, value, contentType, { generation }))
-      try {
-        await this.cache.set(key, sliceKey, { tag, ver, contentType, value })
-      } catch (err) {
-        this.#cacheFailed('set', err)
-        this.#distrustAll('cache_error')
+    let tag
+    return this.#replicated('put', key, sliceKey, generation, replicas, { value, contentType }, {
+      store: () => {
+        tag = this.epochs.now()
+        return this.#write('put', key, sliceKey, () => this.store.put(key, value, contentType, { generation }))
+      },
+      cache: async (ver) => {
+        try {
+          await this.cache.set(key, sliceKey, { tag, ver, contentType, value })
+        } catch (err) {
+          this.#cacheFailed('set', err)
+          this.#distrustAll('cache_error')
+        }
       }
-      return ver
     })
   }
 
   #delete (key, sliceKey, generation, replicas) {
-    return this.#replicated('delete', key, sliceKey, generation, replicas, null, async () => {
-      const ver = await this.#write('delete', key, sliceKey, () => this.store.delete(key, { generation }))
-      try {
-        await this.cache.del(key, sliceKey)
-        this.metrics.invalidations.inc({ reason: 'delete' })
-      } catch (err) {
-        this.#cacheFailed('del', err)
-        this.#distrustAll('cache_error')
+    return this.#replicated('delete', key, sliceKey, generation, replicas, null, {
+      store: () => this.#write('delete', key, sliceKey, () => this.store.delete(key, { generation })),
+      cache: async () => {
+        try {
+          await this.cache.del(key, sliceKey)
+          this.metrics.invalidations.inc({ reason: 'delete' })
+        } catch (err) {
+          this.#cacheFailed('del', err)
+          this.#distrustAll('cache_error')
+        }
       }
-      return ver
     })
   }
 
   /**
-   * Run the write `fn` (store, then own cache) between holding the key on
-   * every replica (this one included) and lifting the holds with its version.
+   * Run the write (`store`, then this server's own `cache` update) between
+   * holding the key on every other replica and lifting the holds with its
+   * version. This server holds itself from its `store` call on (always with
+   * wait; with ask only when a replica did not take the hold), not before:
+   * until then the write has not begun and the cached value is the value.
    *
    * - A replica that cannot be held (unreachable once `fenceTimeoutMs` ran
    *   out) fails the write before DynamoDB is touched: 503
@@ -416,9 +427,13 @@ class KvService {
    *   to lapse (holdLapseMs, longer than any DynamoDB write): until then
    *   every replica reads the key from DynamoDB.
    * - Once DynamoDB and this server's cache hold the value, this server lifts
-   *   its own hold and the write is answered, before the releases: every
-   *   other replica is still held (it reads DynamoDB, or waits for its
-   *   release), so no read anywhere can return the old value. The releases
+   *   its own hold and the write is answered, before the releases are
+   *   answered: every other replica still held reads DynamoDB or waits for
+   *   its release, so no read anywhere can return the old value. A server
+   *   that holds itself sends the releases as soon as DynamoDB took the
+   *   write, alongside its own cache update (it serves nothing of the key
+   *   from its cache meanwhile); one that does not (ask) sends them after it,
+   *   as its cache update is where the write takes effect. The releases
    *   go on in the background (`this.releases`). With `pipelineReleases`
    *   the key's next write starts meanwhile, so its hold may reach a replica
    *   before this write's release, which still caches the value, unserved
@@ -434,15 +449,17 @@ class KvService {
    *   answers 503 CHOPPER_ERR_WRITE_INDETERMINATE.
    * @returns {Promise<{ value: bigint, after: Promise<void>|null }>} the version, and the releases (never rejects)
    */
-  async #replicated (op, key, sliceKey, generation, replicas, written, fn) {
-    if (replicas.length === 0 || this.fencer === null) return { value: await fn(), after: null }
+  async #replicated (op, key, sliceKey, generation, replicas, written, { store, cache }) {
+    if (replicas.length === 0 || this.fencer === null) {
+      const ver = await store()
+      await cache(ver)
+      return { value: ver, after: null }
+    }
     const fenceId = this.fenceIds + (this.fenceSeq++).toString(36)
     const ask = this.heldReads === 'ask'
     const what = { key, generation, fenceId, dropped: (target) => this.replicaDropped(target.id, sliceKey, generation) }
     if (ask) what.heldReads = 'ask'
     const t0 = performance.now()
-    // ask: the writer serves the old value until its write took effect here (class comment)
-    if (!ask) await this.hold(key, sliceKey, fenceId)
     const held = await this.fencer.send('hold', replicas, what)
     const abort = async () => {
       if (held.ok.length > 0) {
@@ -452,10 +469,6 @@ class KvService {
       }
       this.holds.remove(key, fenceId)
     }
-    // ask: a replica that did not take the hold (421: it does not admit the slice now, or a newer
-    // map dropped it) may still finish a read it admitted before, and fill it from DynamoDB after
-    // our write landed: so this write does not serve the old value meanwhile either (as with wait).
-    if (ask && (held.notAdmitted.length > 0 || held.dropped.length > 0)) await this.hold(key, sliceKey, fenceId)
     if (held.failed.length > 0) {
       const detail = held.failed.map((f) => `${f.target.id} (${f.reason})`).join(', ')
       this.metrics.replicatedWriteFailures.inc({ op, phase: 'hold' })
@@ -463,38 +476,59 @@ class KvService {
       await abort()
       throw new ReplicaUnavailableError(`write to key ${JSON.stringify(key)} not applied: replica ${detail} could not be reached to hold the key; retry the request`)
     }
+    // From its DynamoDB write on, this server holds itself: with wait, a held replica may read
+    // the new value from DynamoDB (after heldReadWaitMs), and its release comes before our own
+    // cache has the value (below). Until then the write has not started and the old value is
+    // still the value: our reads keep being served from the cache through the hold phase.
+    // ask: the writer serves the old value until its write took effect here (class comment),
+    // unless a replica did not take the hold (421: it does not admit the slice now, or a newer
+    // map dropped it): it may still finish a read it admitted before and fill it from DynamoDB
+    // after our write landed, so this write does not serve the old value meanwhile either.
+    const selfHeld = !ask || held.notAdmitted.length > 0 || held.dropped.length > 0
+    if (selfHeld) this.hold(key, sliceKey, fenceId)
     let ver
     try {
-      ver = await fn()
+      ver = await store()
     } catch (err) {
       if (err instanceof FencedWriteError) await abort() // certainly not applied
       // Otherwise the write may still land: every hold stays until it lapses,
       // and (ask) this server holds itself: its cache is not served meanwhile.
-      else if (ask) await this.hold(key, sliceKey, fenceId)
+      else if (ask) this.hold(key, sliceKey, fenceId)
       throw err
     }
-    // DynamoDB and our cache hold the value: our own reads may serve it now.
-    this.holds.remove(key, fenceId)
-    const early = performance.now() - t0 < this.holds.lapseMs
     // A put hands the replicas its value, cached at the new version (write-through: the
     // next read there is a hit); a delete leaves a bare fence (a miss that refuses older fills).
-    const released = this.fencer.send('release', held.ok, { ...what, version: ver, ...(written || {}) }).then((r) => {
-      if (r.failed.length === 0) return null
-      const ids = r.failed.map((f) => f.target.id)
+    const release = () => this.fencer.send('release', held.ok, { ...what, version: ver, ...(written || {}) }).then(
+      (r) => (r.failed.length === 0 ? null : r.failed),
+      (err) => {
+        this.logger.error({ err, key, op, fenceId }, 'release of a write hold failed; the replicas stay held until their holds lapse')
+        return held.ok.map((target) => ({ target, reason: err.message }))
+      })
+    // While this server holds itself (it serves nothing of the key from its cache, and
+    // its reads of the key wait), the replicas may serve the value as soon as DynamoDB
+    // holds it: the releases go now, alongside our own cache update. Otherwise (ask)
+    // this server serves the old value until its cache has the new one, which is where
+    // the write takes effect: no replica may serve the new value before that.
+    let released = selfHeld ? release() : null
+    await cache(ver)
+    // DynamoDB and our cache hold the value: our own reads may serve it now.
+    this.holds.remove(key, fenceId)
+    if (released === null) released = release()
+    const early = performance.now() - t0 < this.holds.lapseMs
+    const outcome = released.then((failed) => {
+      if (failed === null) return null
+      const ids = failed.map((f) => f.target.id)
       this.metrics.replicatedWriteFailures.inc({ op, phase: 'release' })
-      if (early) this.logger.warn({ key, op, fenceId, replicas: ids, reasons: r.failed.map((f) => f.reason) }, 'write applied; a replica could not be fenced and stays held (reads from DynamoDB) until its hold lapses')
+      if (early) this.logger.warn({ key, op, fenceId, replicas: ids, reasons: failed.map((f) => f.reason) }, 'write applied; a replica could not be fenced and stays held (reads from DynamoDB) until its hold lapses')
       return ids
-    }, (err) => {
-      this.logger.error({ err, key, op, fenceId }, 'release of a write hold failed; the replicas stay held until their holds lapse')
-      return held.ok.map((t) => t.id)
     })
     if (early) {
-      const after = released.then(() => {})
+      const after = outcome.then(() => {})
       this.releases.add(after)
       after.finally(() => this.releases.delete(after))
       return { value: ver, after: this.pipelineReleases ? null : after }
     }
-    const failed = await released
+    const failed = await outcome
     if (failed) {
       const ms = performance.now() - t0
       this.logger.error({ key, op, fenceId, replicas: failed, ms }, 'write applied, but a replica could be neither fenced nor was it still held: it may serve the previous value')
@@ -507,27 +541,21 @@ class KvService {
    * Replica side, first phase (and the primary's own): hold `key` for write
    * `fenceId` of server `from` (null: this server's own write). From now on
    * this server neither serves `key` from its cache on its own word nor fills
-   * it. For the hold of an ask write (its reads ask the writer) a replica
-   * keeps its cached entry, for the writer to vouch for; otherwise the entry
-   * is dropped.
+   * it. Its cached entry stays (unserved): an ask write's writer may vouch
+   * for it; a release replaces it with the newer version, an abort leaves it
+   * (that write was not applied), and a lapse drops it before the key is
+   * served again (KeyHolds' onLapse). Synchronous: no Redis call stands
+   * between a hold's arrival and its answer.
    * @param {{ from?: string|null, url?: string, generation?: number, heldReads?: 'wait'|'ask' }} [writer] the writing
    *   server, its data URL (where a held read asks it), the generation its write was admitted under, and how it
    *   wants reads of the key answered while held (X-KV-Held-Reads)
    */
-  async hold (key, sliceKey, fenceId, { from = null, url, generation = 0, heldReads = 'wait' } = {}) {
+  hold (key, sliceKey, fenceId, { from = null, url, generation = 0, heldReads = 'wait' } = {}) {
     const ask = heldReads === 'ask' && from !== null
     this.holds.add(key, fenceId, { sliceKey, from, url, generation, fenceId, heldReads: ask ? 'ask' : 'wait' })
     const reads = this.storeReads.get(key)
     if (reads) for (const r of reads) if (r.poisoned !== 'ask') r.poisoned = ask ? 'ask' : 'wait'
     this.queue.cut(key) // later reads must not share a DynamoDB read that began before the hold
-    // A lapse drops the entry (onLapse) before anything is served from it again.
-    if (ask) return
-    try {
-      await this.cache.del(key, sliceKey)
-    } catch (err) {
-      this.#cacheFailed('del', err)
-      this.#distrustAll('cache_error')
-    }
   }
 
   /**

@@ -96,7 +96,7 @@ describe('kv-cache fences with a cluster token', () => {
     const put = await call(kvUrl(A.url, 'k4'), { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'v4' })
     expect(put.status).toBe(204)
     await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release to finish' })
-    await B.kv.service.hold('k4', sliceKey('k4'), 'A:k4:9', { from: 'A', url: A.url, generation: GEN, heldReads: 'ask' })
+    B.kv.service.hold('k4', sliceKey('k4'), 'A:k4:9', { from: 'A', url: A.url, generation: GEN, heldReads: 'ask' })
     const r = await call(kvUrl(B.url, 'k4'))
     expect([r.status, r.body, r.headers['x-kv-outcome']]).toEqual([200, 'v4', 'hit'])
     expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'current' })).toBe(1)

@@ -123,6 +123,105 @@ describe('kv-cache with replicated slices', () => {
     expect(await get(B, 'k2')).toEqual({ status: 200, body: 'new', outcome: 'hit' })
   })
 
+  /**
+   * `node`'s cache sets of `key` wait for `resume()` before they run;
+   * `started` resolves when one has been asked for. The fence phases the
+   * node sends are recorded in `phases` from now on.
+   */
+  function stallCacheSets (node, key) {
+    const started = gate()
+    const resume = gate()
+    const cache = node.kv.service.cache
+    const realSet = cache.set.bind(cache)
+    cache.set = async (k, ...rest) => {
+      if (k === key) { started.open(); await resume.p }
+      return realSet(k, ...rest)
+    }
+    const phases = []
+    const fencer = node.kv.service.fencer
+    const realSend = fencer.send.bind(fencer)
+    fencer.send = (phase, ...rest) => { phases.push(phase); return realSend(phase, ...rest) }
+    return { started: started.p, resume: resume.open, phases }
+  }
+
+  test('heldReads wait: the releases go as soon as DynamoDB took the write, alongside the writer\'s own cache update: the replicas serve the new value while the writer, still held, serves nothing of the key from its cache', async () => {
+    const { nodes: { A, B, C } } = await replicaSet({ options: { heldReads: 'wait' } })
+    await putText(kvUrl(A.url, 'k50'), 'old')
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
+    const stall = stallCacheSets(A, 'k50')
+    const w = putText(kvUrl(A.url, 'k50'), 'new')
+    await stall.started
+    expect(stall.phases).toEqual(['hold', 'release']) // the release left before the writer's own cache set
+    await pollUntil(() => !B.kv.service.holds.held('k50') && !C.kv.service.holds.held('k50'), { what: 'the releases' })
+    for (const n of [B, C]) expect(await get(n, 'k50')).toEqual({ status: 200, body: 'new', outcome: 'hit' })
+    // the writer holds itself until its cache has the value: its read waits, then reads DynamoDB
+    expect(A.kv.service.holds.held('k50')).toBe(true)
+    expect(await get(A, 'k50')).toEqual({ status: 200, body: 'new', outcome: 'miss' })
+    stall.resume()
+    expect((await w).status).toBe(204)
+    expect(A.kv.service.holds.held('k50')).toBe(false)
+    expect(await get(A, 'k50')).toEqual({ status: 200, body: 'new', outcome: 'hit' })
+  })
+
+  test('heldReads wait: through its hold phase (before its DynamoDB write) the writer still serves the key from its cache, and holds itself from its DynamoDB write on', async () => {
+    const { nodes: { A, B } } = await replicaSet({ ids: ['A', 'B'], options: { heldReads: 'wait' } })
+    await putText(kvUrl(A.url, 'k53'), 'old')
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
+    const holding = gate()
+    const resume = gate()
+    const fencer = A.kv.service.fencer
+    const realSend = fencer.send.bind(fencer)
+    fencer.send = async (phase, ...rest) => {
+      if (phase === 'hold') { holding.open(); await resume.p }
+      return realSend(phase, ...rest)
+    }
+    const stall = stallPutsAfterLanding(A)
+    const w = putText(kvUrl(A.url, 'k53'), 'new')
+    await holding.p
+    expect(A.kv.service.holds.held('k53')).toBe(false)
+    expect(await get(A, 'k53')).toEqual({ status: 200, body: 'old', outcome: 'hit' })
+    resume.open()
+    await stall.landed
+    expect(A.kv.service.holds.held('k53')).toBe(true) // DynamoDB has 'new': the writer serves nothing of the key from its cache
+    expect(B.kv.service.holds.held('k53')).toBe(true)
+    stall.resume()
+    expect((await w).status).toBe(204)
+    stall.restore()
+    expect(await get(A, 'k53')).toEqual({ status: 200, body: 'new', outcome: 'hit' })
+  })
+
+  test('heldReads ask: the releases wait for the writer\'s own cache update, where the write takes effect', async () => {
+    const { nodes: { A, B } } = await replicaSet({ options: ASK })
+    await putText(kvUrl(A.url, 'k51'), 'old')
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
+    const stall = stallCacheSets(A, 'k51')
+    const w = putText(kvUrl(A.url, 'k51'), 'new')
+    await stall.started
+    expect(stall.phases).toEqual(['hold']) // no release before the writer's cache has the value
+    expect(B.kv.service.holds.held('k51')).toBe(true)
+    expect(await get(A, 'k51')).toEqual({ status: 200, body: 'old', outcome: 'hit' }) // not yet in effect
+    stall.resume()
+    expect((await w).status).toBe(204)
+    expect(stall.phases).toEqual(['hold', 'release'])
+    await pollUntil(() => !B.kv.service.holds.held('k51'), { what: 'the release' })
+    expect(await get(B, 'k51')).toEqual({ status: 200, body: 'new', outcome: 'hit' })
+  })
+
+  test('heldReads wait: a hold keeps the replica\'s cached entry but never serves it while held; an abort (the write was not applied) serves it again, with no DynamoDB read', async () => {
+    const { nodes: { A, B }, servers } = await replicaSet({ ids: ['A', 'B'], options: { heldReads: 'wait', heldReadWaitMs: 0 } })
+    await putText(kvUrl(A.url, 'k52'), 'v1')
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' })
+    const slice = sliceKey('k52')
+    B.kv.service.hold('k52', slice, 'A:t:52', { from: 'A', url: servers.A.url, generation: GEN })
+    expect((await B.kv.service.cache.get('k52', slice)).value.toString()).toBe('v1') // kept, no Redis call
+    const storeGets = countStoreGets(B)
+    expect(await get(B, 'k52')).toEqual({ status: 200, body: 'v1', outcome: 'miss' }) // held: from DynamoDB
+    expect(storeGets).toEqual(['k52'])
+    await B.kv.service.release('k52', slice, 'A:t:52') // an abort
+    expect(await get(B, 'k52')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
+    expect(storeGets).toEqual(['k52'])
+  })
+
   test('heldReads ask: until the writer\'s DynamoDB write returned, the writer and every replica serve the old value (the writer vouches for the replicas\' cached one); from then on the new one', async () => {
     const { nodes: { A, B, C } } = await replicaSet({ options: ASK })
     await putText(kvUrl(A.url, 'k2'), 'old')
@@ -176,8 +275,10 @@ describe('kv-cache with replicated slices', () => {
   }
 
   /** Hold `key` on `node` for a write of server `from` at `url`, as its hold fence would. */
-  const holdFor = (node, key, from, url, id = `${from}:t:${Math.random().toString(36).slice(2)}`) =>
-    node.kv.service.hold(key, sliceKey(key), id, { from, url, generation: GEN, heldReads: 'ask' }).then(() => id)
+  const holdFor = async (node, key, from, url, id = `${from}:t:${Math.random().toString(36).slice(2)}`) => {
+    node.kv.service.hold(key, sliceKey(key), id, { from, url, generation: GEN, heldReads: 'ask' })
+    return id
+  }
 
   test('heldReads ask: a held read is answered by the writer, which vouches for the cached version (a hit) or sends its value (shared), or says there is none; no DynamoDB read; counted', async () => {
     const { nodes: { A, B }, servers } = await replicaSet({ options: ASK })
@@ -261,7 +362,7 @@ describe('kv-cache with replicated slices', () => {
     stall.restore()
     // a write of B's (wait) holds A, set to ask: A waits (heldReadWaitMs 0 here), then reads DynamoDB
     await pollUntil(() => !B.kv.service.holds.held('k37'), { what: 'the release of v2' })
-    await A.kv.service.hold('k37', sliceKey('k37'), 'B:t:1', { from: 'B', url: servers.B.url, generation: GEN })
+    A.kv.service.hold('k37', sliceKey('k37'), 'B:t:1', { from: 'B', url: servers.B.url, generation: GEN })
     const aGets = countStoreGets(A)
     expect(await get(A, 'k37')).toEqual({ status: 200, body: 'v2', outcome: 'miss' })
     expect(aGets).toEqual(['k37'])
@@ -309,7 +410,7 @@ describe('kv-cache with replicated slices', () => {
     expect((await putText(kvUrl(A.url, 'k39'), 'v1')).status).toBe(204)
     await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' })
     // a write of C's that waits (its hold says nothing): B's reads go to DynamoDB at once (heldReadWaitMs 0)
-    await B.kv.service.hold('k39', sliceKey('k39'), 'C:t:1', { from: 'C', url: servers.C.url, generation: GEN })
+    B.kv.service.hold('k39', sliceKey('k39'), 'C:t:1', { from: 'C', url: servers.C.url, generation: GEN })
     const read = gate()
     const resume = gate()
     const storeGets = []
@@ -326,8 +427,8 @@ describe('kv-cache with replicated slices', () => {
     await pollUntil(() => Boolean(B.kv.service.heldStoreReads.keys.get('k39')?.next), { what: 'the second read to wait its turn' })
     await holdFor(B, 'k39', 'A', servers.A.url) // an ask write's hold overtakes both
     resume.open()
-    // C's hold (a wait write's) dropped B's entry: A sent its value
-    for (const r of await Promise.all([first, second])) expect(r).toEqual({ status: 200, body: 'v1', outcome: 'shared' })
+    // B kept its (unserved) entry through C's hold: A vouches for it
+    for (const r of await Promise.all([first, second])) expect(r).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
     expect(storeGets).toEqual(['k39']) // the second never read DynamoDB
     expect(await registryValue(A.registry, 'chopper_kv_fences_received_total', { phase: 'read' })).toBeGreaterThanOrEqual(1)
   })
