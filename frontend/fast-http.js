@@ -2,7 +2,7 @@
 
 const net = require('node:net')
 const { STATUS_CODES } = require('node:http')
-const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
+const { TOKEN, FIELD_VALUE, trimmedValue } = require('../core/http-syntax')
 
 /**
  * The data port's HTTP/1.1 server for the common case, on plain `net`

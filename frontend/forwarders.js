@@ -2,7 +2,7 @@
 
 const http = require('node:http')
 const { Pool } = require('undici')
-const { UpstreamPool } = require('./upstream-h1')
+const { UpstreamPool } = require('../core/upstream-h1')
 const axios = require('axios')
 const { RETRY_NEWER_MAP } = require('../core/http')
 
@@ -33,7 +33,7 @@ const { RETRY_NEWER_MAP } = require('../core/http')
  * is not forwarded.
  *
  * The default forwarder sends a request without a body, or with a body
- * already read whole (a Buffer), through frontend/upstream-h1.js (our own
+ * already read whole (a Buffer), through core/upstream-h1.js (our own
  * keep-alive HTTP/1.1 client, which speaks undici's handler protocol) and one
  * with a streamed body through undici's `dispatch`; either streams the answer chunk by chunk into `res` with no
  * Readable in between and passes the raw header list through without
@@ -187,7 +187,7 @@ class UndiciForwarder {
     this.connections = connections
     this.timeoutMs = timeoutMs
     this.pools = new Map()
-    // Requests without a body or with one read whole (a Buffer): frontend/upstream-h1.js
+    // Requests without a body or with one read whole (a Buffer): core/upstream-h1.js
     // ('chopper'), or undici too ('undici'). A streamed body always goes through undici.
     this.own = client === 'chopper' ? new Map() : null
   }

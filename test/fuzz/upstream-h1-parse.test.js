@@ -3,10 +3,10 @@
 const net = require('node:net')
 const http = require('node:http')
 const fc = require('fast-check')
-const { UpstreamPool } = require('../../frontend/upstream-h1')
+const { UpstreamPool } = require('../../core/upstream-h1')
 const { listen, close } = require('../../core/http')
 
-// Differential: whatever answer frontend/upstream-h1.js reads without error,
+// Differential: whatever answer core/upstream-h1.js reads without error,
 // Node's own client (llhttp, strict) must read too, with the same status,
 // header fields and body. Our client may refuse more than it needs to; it
 // must never pass on what Node refuses, or frame a body differently.

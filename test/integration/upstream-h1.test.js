@@ -2,7 +2,7 @@
 
 const net = require('node:net')
 const http = require('node:http')
-const { UpstreamPool } = require('../../frontend/upstream-h1')
+const { UpstreamPool } = require('../../core/upstream-h1')
 const { listen, close } = require('../../core/http')
 const { pollUntil } = require('../../core/poll')
 
@@ -60,7 +60,7 @@ async function rawServer (answer) {
   return { server, stats, origin: `http://127.0.0.1:${port}` }
 }
 
-describe('frontend/upstream-h1: the keep-alive client for bodiless requests', () => {
+describe('core/upstream-h1: the keep-alive client for bodiless requests', () => {
   const closers = []
   afterEach(async () => { for (const c of closers.splice(0).reverse()) await c() })
 

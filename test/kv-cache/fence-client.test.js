@@ -96,13 +96,13 @@ describe('FenceClient outcomes', () => {
 
   test('an answer that has begun is read to the end even if the replica is dropped meanwhile', async () => {
     // The newer map arrives the moment the client has the answer's head
-    // (undici publishes it before the request's promise settles), not when
+    // (core/upstream-h1.js publishes it before the handler reads it), not when
     // the replica writes it: on a busy machine the head can take longer than
     // WATCH_MS to arrive, and a replica dropped before its answer began is
     // rightly abandoned.
     let droppedNow = false
     const onHeaders = () => { droppedNow = true }
-    diagnostics.subscribe('undici:request:headers', onHeaders)
+    diagnostics.subscribe('chopper:upstream:headers', onHeaders)
     try {
       const slow = await replica((req, res) => {
         res.writeHead(421, { 'content-type': 'application/json' })
@@ -114,7 +114,7 @@ describe('FenceClient outcomes', () => {
       expect(out.notAdmitted.map((t) => t.id)).toEqual(['B'])
       expect(out.dropped).toEqual([])
     } finally {
-      diagnostics.unsubscribe('undici:request:headers', onHeaders)
+      diagnostics.unsubscribe('chopper:upstream:headers', onHeaders)
     }
   })
 

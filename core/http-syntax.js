@@ -3,7 +3,7 @@
 /**
  * The HTTP/1.1 grammar both of the front end's own parsers check against
  * (RFC 9110 5.1 and 5.5): frontend/fast-http.js for request heads,
- * frontend/upstream-h1.js for answers. What fails here is never forwarded.
+ * core/upstream-h1.js for answers. What fails here is never forwarded.
  */
 
 /** A field name (token). */

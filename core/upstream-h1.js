@@ -1,6 +1,7 @@
 'use strict'
 
 const net = require('node:net')
+const diagnostics = require('node:diagnostics_channel')
 const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
 
 /**
@@ -37,6 +38,9 @@ const CONTENT_LENGTH = /^ *\d{1,15}$/
 // whitespace anywhere: llhttp refuses it, so must we).
 const CHUNK_SIZE_LINE = /^([0-9A-Fa-f]{1,12})(?:;[!#$%&'*+\-.^_`|~0-9A-Za-z=]*)*$/
 const MAX_HEAD = 64 * 1024
+// Published with { origin, status } as an answer's head has been read, before the
+// handler's onHeaders (as undici's 'undici:request:headers'): for tests and tracing.
+const headersChannel = diagnostics.channel('chopper:upstream:headers')
 const SWEEP_MS = 1000
 
 class UpstreamError extends Error {
@@ -247,6 +251,7 @@ class Connection {
     const next = end + 4
     if (status < 200) return next // 1xx: the final answer follows (101 never: the front end sends no Upgrade)
     const handler = this.handler
+    if (headersChannel.hasSubscribers) headersChannel.publish({ origin: this.pool.origin, status })
     if (handler.onHeaders(status, raw, this.resume) === false) this.pause()
     if (this.handler === null) return -1 // aborted in onHeaders
     if (this.method === 'HEAD' || status === 204 || status === 304 || length === 0) {
