@@ -270,10 +270,21 @@ class FenceClient {
     })
   }
 
-  /** The keep-alive pool for `url`'s origin (one per replica). */
+  /**
+   * The keep-alive pool for `url`'s origin (one per replica). Before a new
+   * one is made, pools left with no connection (a replica gone, or one that
+   * came back on another port) are closed, so they do not pile up as
+   * members come and go.
+   */
   #pool (url) {
     let pool = this.pools.get(url.origin)
     if (pool === undefined) {
+      for (const [origin, old] of this.pools) {
+        if (old.all.size === 0 && old.queue.length === 0) {
+          old.close()
+          this.pools.delete(origin)
+        }
+      }
       pool = new UpstreamPool(url.origin, { connections: CONNECTIONS, timeoutMs: this.timeoutMs })
       if (this.closed) pool.close()
       else this.pools.set(url.origin, pool)

@@ -118,6 +118,21 @@ describe('FenceClient outcomes', () => {
     }
   })
 
+  test('a pool left without connections (its replica gone) is closed when a fence goes to a new origin', async () => {
+    const c = client()
+    const gone = await replica(status(204))
+    expect((await c.send('hold', [{ id: 'B', url: gone.url }], what(() => false))).ok.map((t) => t.id)).toEqual(['B'])
+    const server = servers.pop()
+    server.closeAllConnections()
+    await close(server)
+    const old = c.pools.get(gone.url)
+    await pollUntil(() => old.all.size === 0, { what: 'the gone replica\'s connection to close' })
+    const next = await replica(status(204))
+    expect((await c.send('hold', [{ id: 'B', url: next.url }], what(() => false))).ok.map((t) => t.id)).toEqual(['B'])
+    expect([...c.pools.keys()]).toEqual([next.url])
+    expect(old.closed).toBe(true)
+  })
+
   test('an unknown phase is refused', async () => {
     await expect(client().send('commit', [], what(() => false))).rejects.toMatchObject({ code: 'CHOPPER_ERR_INVALID_ARG' })
   })
