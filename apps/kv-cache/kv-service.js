@@ -492,8 +492,8 @@ class KvService {
     } catch (err) {
       if (err instanceof FencedWriteError) await abort() // certainly not applied
       // Otherwise the write may still land: every hold stays until it lapses,
-      // and (ask) this server holds itself: its cache is not served meanwhile.
-      else if (ask) this.hold(key, sliceKey, fenceId)
+      // and this server holds itself (ask: from now on): its cache is not served meanwhile.
+      else if (!selfHeld) this.hold(key, sliceKey, fenceId)
       throw err
     }
     // A put hands the replicas its value, cached at the new version (write-through: the

@@ -228,7 +228,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
     }
     if (phase === 'hold') {
       const from = req.headers['x-kv-fence-from']
-      await service.hold(key, slice, fenceId, { from, url: urlOf(from, req), generation: gen, heldReads })
+      service.hold(key, slice, fenceId, { from, url: urlOf(from, req), generation: gen, heldReads }) // synchronous: no Redis call
     } else await service.release(key, slice, fenceId, phase === 'release' ? version : undefined, written)
     res.status(204).end()
   })
