@@ -17,8 +17,10 @@ const { InvalidArgumentError } = require('../../core/errors')
  * `onLapse` (the caller drops what it cached while the key was held) and
  * lifts the hold only once that settled.
  *
- * Several holds on one key (two writers during a change of primary) nest:
- * the key stays held until the last is lifted or lapsed.
+ * Several holds on one key (two writers during a change of primary, or a
+ * key's next write whose hold overtook the last one's release) nest: the key
+ * stays held until the last is lifted or lapsed. A wait (waitLifted) is for
+ * the holds standing when it began, not for ones added later.
  */
 class KeyHolds {
   /**
@@ -30,29 +32,33 @@ class KeyHolds {
     this.lapseMs = lapseMs
     this.onLapse = onLapse
     this.keys = new Map() // key -> Map(id -> { timer, meta })
-    this.waiters = new Map() // key -> [resolve] waiting for the key to be lifted
+    this.waiters = new Map() // key -> Set of { holds, done }: waiting for those holds to be lifted
   }
 
   /**
-   * Resolves true once nothing holds `key` (at once when nothing does), false
-   * after `timeoutMs`.
+   * Resolves true once every hold standing on `key` now has been lifted
+   * (or lapsed), at once when none stands; false after `timeoutMs`. Holds
+   * added meanwhile are not waited for: they are of writes that began after
+   * the caller did (kv-service.js, "reads wait for the writes before them").
    */
   waitLifted (key, timeoutMs) {
-    if (!this.keys.has(key)) return Promise.resolve(true)
+    const ids = this.keys.get(key)
+    if (!ids) return Promise.resolve(true)
+    const holds = [...ids.values()]
     return new Promise((resolve) => {
-      let list = this.waiters.get(key)
-      if (!list) this.waiters.set(key, (list = []))
+      let set = this.waiters.get(key)
+      if (!set) this.waiters.set(key, (set = new Set()))
+      const waiter = { holds, done }
       const timer = setTimeout(() => {
-        const at = list.indexOf(done)
-        if (at !== -1) list.splice(at, 1)
-        if (list.length === 0 && this.waiters.get(key) === list) this.waiters.delete(key)
+        set.delete(waiter)
+        if (set.size === 0 && this.waiters.get(key) === set) this.waiters.delete(key)
         resolve(false)
       }, timeoutMs)
       function done () {
         clearTimeout(timer)
         resolve(true)
       }
-      list.push(done)
+      set.add(waiter)
     })
   }
 
@@ -63,12 +69,16 @@ class KeyHolds {
   add (key, id, meta) {
     let ids = this.keys.get(key)
     if (!ids) this.keys.set(key, (ids = new Map()))
-    const before = ids.get(id)
-    if (before) clearTimeout(before.timer)
-    const hold = { timer: null, meta }
-    hold.timer = setTimeout(() => this.#lapse(key, id, hold), this.lapseMs)
+    // A retry is the same write: the same hold (whoever waits for it still
+    // does), with its lapse and age restarted.
+    let hold = ids.get(id)
+    if (hold) clearTimeout(hold.timer)
+    else ids.set(id, (hold = { timer: null, meta, at: 0, tries: 0, lifted: false }))
+    hold.meta = meta
+    hold.at = performance.now()
+    const tries = ++hold.tries
+    hold.timer = setTimeout(() => this.#lapse(key, id, hold, tries), this.lapseMs)
     hold.timer.unref()
-    ids.set(id, hold)
   }
 
   /** Lift write `id`'s hold on `key`; false when it was not held (lapsed, or never arrived). */
@@ -82,6 +92,20 @@ class KeyHolds {
   /** Whether any write holds `key` now. */
   held (key) {
     return this.keys.has(key)
+  }
+
+  /**
+   * How long the youngest hold on `key` has stood, in ms (a retried hold
+   * counts from its retry), or -1 when nothing holds it.
+   * @param {string} key
+   * @returns {number}
+   */
+  age (key) {
+    const ids = this.keys.get(key)
+    if (!ids) return -1
+    let at = -Infinity
+    for (const h of ids.values()) if (h.at > at) at = h.at
+    return performance.now() - at
   }
 
   /**
@@ -105,32 +129,38 @@ class KeyHolds {
 
   /** Lift everything (on close). */
   clear () {
-    for (const ids of this.keys.values()) for (const h of ids.values()) clearTimeout(h.timer)
+    for (const ids of this.keys.values()) for (const h of ids.values()) { clearTimeout(h.timer); h.lifted = true }
     this.keys.clear()
-    for (const list of this.waiters.values()) for (const done of list) done()
+    for (const set of this.waiters.values()) for (const w of set) w.done()
     this.waiters.clear()
   }
 
-  async #lapse (key, id, hold) {
+  async #lapse (key, id, hold, tries) {
     try {
       await this.onLapse(key, id, hold.meta)
     } catch {
       // the caller reports its own failures; the hold is lifted regardless
     }
     const ids = this.keys.get(key)
-    if (ids && ids.get(id) === hold) this.#drop(key, id) // not lifted, nor retried, meanwhile
+    if (ids && ids.get(id) === hold && hold.tries === tries) this.#drop(key, id) // not lifted, nor retried, meanwhile
   }
 
   #drop (key, id) {
     const ids = this.keys.get(key)
-    if (!ids || !ids.delete(id)) return false
-    if (ids.size === 0) {
-      this.keys.delete(key)
-      const list = this.waiters.get(key)
-      if (list) {
-        this.waiters.delete(key)
-        for (const done of list) done()
+    const hold = ids && ids.get(id)
+    if (!hold) return false
+    ids.delete(id)
+    hold.lifted = true
+    if (ids.size === 0) this.keys.delete(key)
+    const set = this.waiters.get(key)
+    if (set) {
+      for (const w of set) {
+        if (w.holds.every((h) => h.lifted)) {
+          set.delete(w)
+          w.done()
+        }
       }
+      if (set.size === 0) this.waiters.delete(key)
     }
     return true
   }

@@ -67,6 +67,18 @@ const NONE = Object.freeze([])
  *   its DynamoDB write until its own cache has the value, and sends the
  *   releases as soon as DynamoDB took the write, alongside that cache update.
  *
+ * Reads wait for the writes before them, not after: either way a read waits
+ * only for the holds that stood when it came. A write takes effect only once
+ * every replica acknowledged its hold, so a hold that comes after a read is
+ * of a write the read may be ordered before; once the earlier holds are
+ * lifted (released into the cache, aborted, or lapsed and dropped), the
+ * cache has every write that could have taken effect before the read. On a
+ * hot key the next write's hold often overtakes the last one's release, and
+ * a read that waited for the key to be free of holds could wait out a chain
+ * of writes. `heldReadWaitMs` counts from the youngest of those holds'
+ * arrival (#heldWaitMs), so a late release delays reads only until its hold
+ * is that old.
+ *
  * Either way a value is never served from any cache once some read could
  * have seen a newer one (linearizable), and fills that read before the write
  * can never land afterwards.
@@ -94,7 +106,7 @@ class KvService {
    * @param {number} [options.heldReadTimeoutMs] heldReads ask: how long a read keeps asking a writer that does
    *   not answer (it waits up to heldReadWaitMs for the release between attempts), then fails with 503
    */
-  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, heldReadWaitMs = 100, heldReads = 'wait', heldReadTimeoutMs = 3000, batchWrites = true, pipelineReleases = true, serverId = 'kv', replicaDropped = () => false, logger = silent }) {
+  constructor ({ store, cache, metrics, fencer = null, holdLapseMs = 30000, heldReadWaitMs = 500, heldReads = 'wait', heldReadTimeoutMs = 3000, batchWrites = true, pipelineReleases = true, serverId = 'kv', replicaDropped = () => false, logger = silent }) {
     if (!HELD_READS.includes(heldReads)) throw new InvalidArgumentError(`invalid heldReads: expected one of ${HELD_READS.join(', ')}, got ${JSON.stringify(heldReads)}`)
     this.store = store
     this.replicaDropped = replicaDropped
@@ -147,14 +159,32 @@ class KvService {
     return this.#get(key, sliceKey, false)
   }
 
+  /**
+   * How long a read of held `key` still waits for the release before it
+   * reads DynamoDB (wait) or asks the writer (ask): heldReadWaitMs counted
+   * from the youngest hold's arrival, not from the read's. A hold whose
+   * release is late (a stalled, slow or lost write) then delays the reads
+   * that come under it only until it is heldReadWaitMs old, and the ones
+   * after that not at all, so the wait can be long enough to ride out a
+   * stall without every read paying it while a dead writer's hold lapses.
+   */
+  #heldWaitMs (key) {
+    return this.heldReadWaitMs - Math.max(0, this.holds.age(key))
+  }
+
   /** `waited`: (ask) this read already waited heldReadWaitMs for a release once; it asks at once now. */
   async #get (key, sliceKey, waited) {
     if (this.holds.held(key) && this.#asks(key)) return this.#askedRead(key, sliceKey, waited)
     // wait: a write holds the key for a few ms (its DynamoDB write and the
     // release round trip): wait for it rather than miss. After the release the
     // cache has the written value, so the read is a hit ordered after the write.
+    // Only the holds standing now are waited for, not those of writes that
+    // begin meanwhile: on a hot key a write's hold often comes before the last
+    // one's release, and a read that waited for the key to be free of holds
+    // could wait for a chain of writes (then miss, after heldReadWaitMs).
     if (this.holds.held(key)) {
-      if (!(await this.holds.waitLifted(key, this.heldReadWaitMs))) {
+      const wait = this.#heldWaitMs(key)
+      if (!(wait > 0 && (await this.holds.waitLifted(key, wait)))) {
         if (this.#asks(key)) return this.#askedRead(key, sliceKey, true) // an ask write's hold came meanwhile
         this.metrics.heldReads.inc({ outcome: 'store' })
         return this.#heldRead(key, sliceKey)
@@ -167,8 +197,13 @@ class KvService {
     } catch (err) {
       this.#cacheFailed('get', err)
     }
-    // A hold that arrived while the cache answered: the entry may be older than the write.
-    if (this.holds.held(key)) return this.#asks(key) ? this.#askedRead(key, sliceKey, waited) : this.#heldRead(key, sliceKey)
+    // A hold that arrived after this read did (while it waited for older ones,
+    // or while the cache answered) does not matter: that write takes effect
+    // only after this hold was acknowledged, so after this read began, and the
+    // read may be ordered before it. The entry reflects every write that
+    // could have taken effect before: their holds stood when the read came
+    // and are lifted now (released into the cache, aborted, or lapsed and
+    // dropped). A miss's fill checks the holds itself.
     if (entry && entry.contentType === FENCE_TYPE) {
       entry = null // a fence: nothing cached, but it refuses fills older than the write it fences
     } else if (entry) {
@@ -201,7 +236,8 @@ class KvService {
    * read found gone (their holds no longer count).
    */
   async #askedRead (key, sliceKey, waited, skip = NONE) {
-    if (!waited && this.heldReadWaitMs > 0 && (await this.holds.waitLifted(key, this.heldReadWaitMs))) {
+    const first = waited ? 0 : this.#heldWaitMs(key)
+    if (first > 0 && (await this.holds.waitLifted(key, first))) {
       this.metrics.heldReads.inc({ outcome: 'lifted' })
       return this.#get(key, sliceKey, true)
     }

@@ -50,8 +50,12 @@ const defaults = Object.freeze({
   // version or sends its value, without waiting for the write (kv-service.js).
   heldReads: 'wait',
   // How long a read of a held key waits for the write's release before it
-  // reads DynamoDB (wait) or asks the writer (ask; 0: at once).
-  heldReadWaitMs: 100,
+  // reads DynamoDB (wait) or asks the writer (ask; 0: at once), counted from
+  // the arrival of the youngest hold it waits for: a hold that old is not
+  // waited for again (kv-service.js). Long enough to ride out a stalled
+  // event loop: a read that gives up reads DynamoDB, a miss that costs the
+  // server more work just when it is short of time. Unset, at most fenceTimeoutMs.
+  heldReadWaitMs: 500,
   // The shared cluster secret (docs/security.md): fence requests between
   // replicas are signed with it, and the fence route takes signed ones only.
   // undefined: fences are not authenticated (see the README's known limits).
@@ -73,6 +77,8 @@ function resolveOptions (options = {}) {
   if (options === null || typeof options !== 'object') throw new InvalidArgumentError('invalid options: expected an object')
   const o = { ...defaults }
   for (const [k, v] of Object.entries(options)) if (v !== undefined) o[k] = v
+  // Unset, it follows a fenceTimeoutMs shorter than its default (it may not exceed it).
+  if (options.heldReadWaitMs === undefined && Number.isInteger(o.fenceTimeoutMs) && o.fenceTimeoutMs > 0) o.heldReadWaitMs = Math.min(defaults.heldReadWaitMs, o.fenceTimeoutMs)
   const fail = (name, expected) => {
     throw new InvalidArgumentError(`invalid ${name}: expected ${expected}, got ${describe(o[name])}`)
   }

@@ -101,6 +101,23 @@ describe('KeyHolds', () => {
     expect(h.held('k')).toBe(false)
   })
 
+  test('age: how long the youngest hold on a key has stood (a retried hold from its retry), -1 when not held', () => {
+    const h = new KeyHolds({ lapseMs: 10000 })
+    expect(h.age('k')).toBe(-1)
+    h.add('k', 'w1')
+    jest.advanceTimersByTime(300)
+    expect(h.age('k')).toBe(300)
+    h.add('k', 'w2')
+    jest.advanceTimersByTime(100)
+    expect(h.age('k')).toBe(100) // w2's: the youngest
+    h.remove('k', 'w2')
+    expect(h.age('k')).toBe(400) // w1's again
+    h.add('k', 'w1') // retried
+    expect(h.age('k')).toBe(0)
+    h.remove('k', 'w1')
+    expect(h.age('k')).toBe(-1)
+  })
+
   test('clear lifts every hold without reporting lapses', () => {
     const lapsed = []
     const h = new KeyHolds({ lapseMs: 1000, onLapse: () => lapsed.push(1) })
@@ -131,5 +148,42 @@ describe('KeyHolds.waitLifted', () => {
     expect(await h.waitLifted('k', 5)).toBe(false)
     expect(h.waiters.size).toBe(0)
     h.clear()
+  })
+
+  test('waits only for the holds standing when it began: a newer hold does not extend it; a retried hold is still the same one', async () => {
+    const h = new KeyHolds({ lapseMs: 60000 })
+    h.add('k', 'w1')
+    let done = null
+    h.waitLifted('k', 5000).then((v) => { done = v })
+    h.add('k', 'w2') // a later write's hold, before w1's release
+    h.add('k', 'w1') // w1 retried: still the hold waited for
+    h.remove('k', 'w1')
+    await Promise.resolve()
+    expect(done).toBe(true) // w1 is lifted; w2 still holds the key
+    expect(h.held('k')).toBe(true)
+    expect(h.waiters.size).toBe(0)
+    // one that began under w2 waits for it
+    const second = h.waitLifted('k', 5000)
+    h.add('k', 'w3')
+    h.remove('k', 'w2')
+    expect(await second).toBe(true)
+    expect(h.held('k')).toBe(true)
+    h.clear()
+  })
+
+  test('a hold that lapses counts as lifted for its waiters', async () => {
+    jest.useFakeTimers()
+    try {
+      const h = new KeyHolds({ lapseMs: 1000 })
+      h.add('k', 'w1')
+      let done = null
+      h.waitLifted('k', 5000).then((v) => { done = v })
+      jest.advanceTimersByTime(1000)
+      for (let i = 0; i < 5; i++) await Promise.resolve()
+      expect(done).toBe(true)
+      expect(h.held('k')).toBe(false)
+    } finally {
+      jest.useRealTimers()
+    }
   })
 })

@@ -45,4 +45,11 @@ describe('kv-cache options', () => {
     expect(o.cacheTtlMs).toBe(250)
     expect(o.registry).toBe(registry)
   })
+
+  test('heldReadWaitMs: 500 ms unless set; unset, it follows a shorter fenceTimeoutMs; set above it, it is refused', () => {
+    expect(resolveOptions({}).heldReadWaitMs).toBe(500)
+    expect(resolveOptions({ fenceTimeoutMs: 300 }).heldReadWaitMs).toBe(300)
+    expect(resolveOptions({ fenceTimeoutMs: 300, heldReadWaitMs: 50 }).heldReadWaitMs).toBe(50)
+    expect(() => resolveOptions({ fenceTimeoutMs: 300, heldReadWaitMs: 400 })).toThrow(/invalid heldReadWaitMs/)
+  })
 })

@@ -17,7 +17,7 @@ const { StoreUnavailableError } = require('../../core/errors')
 
 const TABLE = 'kv-replicas'
 const GEN = 5
-const ASK = { heldReads: 'ask', heldReadWaitMs: 0 } // ask at once (the default waits 100 ms for the release first)
+const ASK = { heldReads: 'ask', heldReadWaitMs: 0 } // ask at once (the default waits up to 500 ms for the release first)
 const putText = (url, value) => call(url, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: value })
 
 function gate () {
@@ -106,7 +106,7 @@ describe('kv-cache with replicated slices', () => {
   })
 
   test('heldReads wait: once DynamoDB took the write, before it is acknowledged, no replica (nor the primary) serves the old value', async () => {
-    const { nodes: { A, B, C } } = await replicaSet({ options: { heldReads: 'wait' } })
+    const { nodes: { A, B, C } } = await replicaSet({ options: { heldReads: 'wait', heldReadWaitMs: 100 } })
     await putText(kvUrl(A.url, 'k2'), 'old')
     for (const n of [A, B, C]) await get(n, 'k2')
     expect((await get(B, 'k2')).outcome).toBe('hit')
@@ -145,7 +145,7 @@ describe('kv-cache with replicated slices', () => {
   }
 
   test('heldReads wait: the releases go as soon as DynamoDB took the write, alongside the writer\'s own cache update: the replicas serve the new value while the writer, still held, serves nothing of the key from its cache', async () => {
-    const { nodes: { A, B, C } } = await replicaSet({ options: { heldReads: 'wait' } })
+    const { nodes: { A, B, C } } = await replicaSet({ options: { heldReads: 'wait', heldReadWaitMs: 100 } })
     await putText(kvUrl(A.url, 'k50'), 'old')
     await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
     const stall = stallCacheSets(A, 'k50')
@@ -164,7 +164,7 @@ describe('kv-cache with replicated slices', () => {
   })
 
   test('heldReads wait: through its hold phase (before its DynamoDB write) the writer still serves the key from its cache, and holds itself from its DynamoDB write on', async () => {
-    const { nodes: { A, B } } = await replicaSet({ ids: ['A', 'B'], options: { heldReads: 'wait' } })
+    const { nodes: { A, B } } = await replicaSet({ ids: ['A', 'B'], options: { heldReads: 'wait', heldReadWaitMs: 100 } })
     await putText(kvUrl(A.url, 'k53'), 'old')
     await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
     const holding = gate()
@@ -585,7 +585,7 @@ describe('kv-cache with replicated slices', () => {
   }
 
   test('a release that arrives while another write still holds the key caches its value, unserved while held; that write\'s release replaces it, its abort keeps it, its lapse drops it before the key is served again', async () => {
-    const { nodes: { C } } = await replicaSet()
+    const { nodes: { C } } = await replicaSet({ options: { heldReadWaitMs: 100 } }) // a held read gives up before a hold lapses
     const svc = C.kv.service
     svc.holds.lapseMs = 300 // holds placed from now on lapse soon (the option must exceed the write timeouts)
     const slice = sliceKey('k21')
@@ -623,7 +623,7 @@ describe('kv-cache with replicated slices', () => {
   })
 
   test('heldReads wait: a read of a held key waits for the release and is served what it cached; one still held after heldReadWaitMs reads DynamoDB; both counted', async () => {
-    const { nodes: { C } } = await replicaSet({ options: { heldReads: 'wait' } })
+    const { nodes: { C } } = await replicaSet({ options: { heldReads: 'wait', heldReadWaitMs: 100 } })
     const svc = C.kv.service
     const slice = sliceKey('k22')
     svc.holds.add('k22', 'w1')
@@ -641,8 +641,52 @@ describe('kv-cache with replicated slices', () => {
     svc.holds.remove('k22', 'w2')
   })
 
+  test('heldReads wait: a read waits only for the writes whose holds stood when it came: one released, it is served the released value although a later write holds the key; a read under that later hold waits for it', async () => {
+    const { nodes: { C } } = await replicaSet({ options: { heldReads: 'wait', heldReadWaitMs: 2000 } })
+    const svc = C.kv.service
+    const slice = sliceKey('k25')
+    svc.holds.add('k25', 'w1')
+    const early = svc.get('k25', slice) // under w1 only
+    svc.holds.add('k25', 'w2') // the next write's hold, before w1's release
+    const late = svc.get('k25', slice) // under w1 and w2
+    await svc.release('k25', slice, 'w1', 7n, { value: Buffer.from('v7'), contentType: 'text/plain' })
+    expect(await early).toMatchObject({ value: Buffer.from('v7'), ver: 7n, cached: true })
+    expect(svc.holds.held('k25')).toBe(true) // w2 still holds it
+    expect(svc.holds.waiters.get('k25').size).toBe(1) // the late read still waits, for w2
+    await svc.release('k25', slice, 'w2', 8n, { value: Buffer.from('v8'), contentType: 'text/plain' })
+    expect(await late).toMatchObject({ value: Buffer.from('v8'), ver: 8n, cached: true })
+    expect(await registryValue(C.registry, 'chopper_kv_held_reads_total', { outcome: 'lifted' })).toBe(2)
+    expect(await registryValue(C.registry, 'chopper_kv_held_reads_total', { outcome: 'store' })).toBe(0)
+  })
+
+  test('heldReads wait: heldReadWaitMs counts from the hold\'s arrival, so a read under a hold that old reads DynamoDB without waiting, and a newer hold is waited for again', async () => {
+    const { nodes: { C } } = await replicaSet({ options: { heldReads: 'wait', heldReadWaitMs: 300 } })
+    const svc = C.kv.service
+    const slice = sliceKey('k24')
+    svc.holds.add('k24', 'w1') // a hold nobody lifts in time (a stalled write)
+    const first = svc.get('k24', slice)
+    expect(svc.holds.waiters.has('k24')).toBe(true) // it waits for the release
+    expect(await first).toBeNull() // then DynamoDB, which has no k24
+    expect(svc.holds.age('k24')).toBeGreaterThanOrEqual(299)
+    const later = svc.get('k24', slice)
+    expect(svc.holds.waiters.has('k24')).toBe(false) // the hold is heldReadWaitMs old: no wait at all
+    expect(await later).toBeNull()
+    expect(svc.holds.held('k24')).toBe(true)
+    expect(await registryValue(C.registry, 'chopper_kv_held_reads_total', { outcome: 'store' })).toBe(2)
+    // a newer write's hold: the next read waits for it again, and is served once it is lifted
+    svc.holds.add('k24', 'w2')
+    expect(svc.holds.age('k24')).toBeLessThan(300)
+    const next = svc.get('k24', slice)
+    expect(svc.holds.waiters.has('k24')).toBe(true)
+    svc.holds.remove('k24', 'w1')
+    svc.holds.remove('k24', 'w2')
+    expect(await next).toBeNull()
+    expect(await registryValue(C.registry, 'chopper_kv_held_reads_total', { outcome: 'lifted' })).toBe(1)
+    expect(svc.holds.age('k24')).toBe(-1)
+  })
+
   test('heldReads wait: reads of a key held past heldReadWaitMs share DynamoDB reads issued after they arrived: a burst costs fewer store reads than reads, and the others are answered "shared"', async () => {
-    const { nodes: { A, C } } = await replicaSet({ options: { heldReads: 'wait' } })
+    const { nodes: { A, C } } = await replicaSet({ options: { heldReads: 'wait', heldReadWaitMs: 100 } })
     expect((await putText(kvUrl(A.url, 'k23'), 'v1')).status).toBe(204)
     const svc = C.kv.service
     const storeGets = []
@@ -670,7 +714,7 @@ describe('kv-cache with replicated slices', () => {
         req.socket.destroy()
         return true
       }
-      const { nodes: { A, C } } = await replicaSet({ options: { fenceTimeoutMs: 300, heldReads }, intercept: { C: dropRelease } })
+      const { nodes: { A, C } } = await replicaSet({ options: { fenceTimeoutMs: 300, heldReads, heldReadWaitMs: 100 }, intercept: { C: dropRelease } })
       await putText(kvUrl(A.url, 'k7'), 'v1')
       expect(C.kv.service.holds.held('k7')).toBe(true)
       expect((await putText(kvUrl(A.url, 'k7'), 'v2')).status).toBe(204)
