@@ -8,7 +8,7 @@ const { signRequest } = require('../../core/cluster-auth')
 
 /** The internal route every replica serves on its data port (routes.js). */
 const FENCE_PATH = '/kv/_fence'
-const PHASES = Object.freeze(['hold', 'release', 'abort'])
+const PHASES = Object.freeze(['hold', 'release', 'abort', 'lapse'])
 /** A replica's read of a key a write holds, asked of that write's writer (ask). */
 const READ_PHASE = 'read'
 const RETRY_MS = 25 // between attempts at one replica, after a network error or a 5xx
@@ -81,7 +81,7 @@ class FenceClient {
   }
 
   /**
-   * @param {'hold'|'release'|'abort'} phase
+   * @param {'hold'|'release'|'abort'|'lapse'} phase
    * @param {{ id: string, url?: string }[]} targets the other replicas (url undefined: not known)
    * @param {{ key: string, generation: number, fenceId: string, version?: bigint, value?: Buffer, contentType?: string,
    *   heldReads?: 'ask', dropped?: (target: object) => boolean }} what

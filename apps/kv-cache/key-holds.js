@@ -31,7 +31,7 @@ class KeyHolds {
     if (!Number.isInteger(lapseMs) || lapseMs < 1) throw new InvalidArgumentError('invalid lapseMs: expected an integer >= 1')
     this.lapseMs = lapseMs
     this.onLapse = onLapse
-    this.keys = new Map() // key -> Map(id -> { timer, meta })
+    this.keys = new Map() // key -> Map(id -> { timer, meta, at (added or retried), tries, lifted })
     this.waiters = new Map() // key -> Set of { holds, done }: waiting for those holds to be lifted
   }
 
@@ -87,6 +87,12 @@ class KeyHolds {
     if (!ids || !ids.has(id)) return false
     clearTimeout(ids.get(id).timer)
     return this.#drop(key, id)
+  }
+
+  /** Whether write `id` holds `key` now. */
+  has (key, id) {
+    const ids = this.keys.get(key)
+    return ids !== undefined && ids.has(id)
   }
 
   /** Whether any write holds `key` now. */

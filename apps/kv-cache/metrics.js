@@ -49,7 +49,7 @@ function createMetrics (registry) {
     }),
     fencesSent: new Counter({
       name: 'chopper_kv_fences_sent_total',
-      help: 'Write holds and fences this primary sent to other replicas, by phase (hold | release | abort) and outcome (ok | not_admitted: 421 | dropped: a newer map settled the slice without that replica, so it was no longer waited for | failed: unreachable after retries)',
+      help: 'Write holds and fences this primary sent to other replicas, by phase (hold | release | abort | lapse: a release sent late) and outcome (ok | not_admitted: 421 | dropped: a newer map settled the slice without that replica, so it was no longer waited for | failed: unreachable after retries)',
       labelNames: ['phase', 'outcome'],
       registers
     }),
@@ -61,7 +61,7 @@ function createMetrics (registry) {
     }),
     fencesReceived: new Counter({
       name: 'chopper_kv_fences_received_total',
-      help: 'Write holds and fences this replica applied, by phase (hold | release | abort), and reads it answered for replicas a write of its holds (read)',
+      help: 'Write holds and fences this replica applied, by phase (hold | release | abort | lapse: a release sent late, which drops the entry instead of caching the value), and reads it answered for replicas a write of its holds (read)',
       labelNames: ['phase'],
       registers
     }),
@@ -74,6 +74,12 @@ function createMetrics (registry) {
       name: 'chopper_kv_replicated_write_failures_total',
       help: 'Replicated writes that could not reach every replica: phase hold (answered 503 CHOPPER_ERR_REPLICA_UNAVAILABLE, not applied) or release (applied; the replica stays held until its hold lapses)',
       labelNames: ['op', 'phase'],
+      registers
+    }),
+    lateLifts: new Counter({
+      name: 'chopper_kv_late_lifts_total',
+      help: 'Releases and aborts sent again to replicas that did not take them (421: the replica had stopped admitting the slice after it took the hold; dropped by a newer map; unreachable), a release as a lapse (the replica drops its entry and lifts the hold), by the phase first sent and outcome: ok (taken: that hold is lifted), expired (not taken before the hold would have lapsed anyway)',
+      labelNames: ['phase', 'outcome'],
       registers
     }),
     holdsLapsed: new Counter({

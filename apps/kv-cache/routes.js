@@ -229,7 +229,8 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
     if (phase === 'hold') {
       const from = req.headers['x-kv-fence-from']
       service.hold(key, slice, fenceId, { from, url: urlOf(from, req), generation: gen, heldReads }) // synchronous: no Redis call
-    } else await service.release(key, slice, fenceId, phase === 'release' ? version : undefined, written)
+    } else if (phase === 'lapse') await service.lapse(key, slice, fenceId)
+    else await service.release(key, slice, fenceId, phase === 'release' ? version : undefined, written)
     res.status(204).end()
   })
 

@@ -707,6 +707,60 @@ describe('kv-cache with replicated slices', () => {
     expect(await registryValue(C.registry, 'chopper_kv_held_reads_total', { outcome: 'store' })).toBe(12)
   })
 
+  test('a replica that took the hold but answered the release 421 (it stopped admitting the slice in between) gets it again as a lapse once it admits the slice again: its entry is dropped and its hold lifted long before the hold would lapse', async () => {
+    let refuse = 0 // from v2 on, C answers the release and the first late lift 421, as a server no longer admitting the slice does
+    const notNow = (req, res) => {
+      const phase = req.headers['x-kv-fence']
+      if (!isFence(req) || (phase !== 'release' && phase !== 'lapse') || refuse === 0) return false
+      refuse--
+      res.writeHead(421, { 'content-type': 'application/json' })
+      res.end('{"error":{"code":"CHOPPER_ERR_NOT_OWNER","message":"not now"}}')
+      return true
+    }
+    const { nodes: { A, B, C } } = await replicaSet({ options: { heldReadWaitMs: 100 }, intercept: { C: notNow } })
+    expect((await putText(kvUrl(A.url, 'k26'), 'v1')).status).toBe(204)
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'v1\'s releases' })
+    expect(await get(C, 'k26')).toEqual({ status: 200, body: 'v1', outcome: 'hit' }) // v1's release cached it...
+    refuse = 2
+    expect((await putText(kvUrl(A.url, 'k26'), 'v2')).status).toBe(204)
+    expect(B.kv.service.holds.held('k26')).toBe(false)
+    expect(C.kv.service.holds.held('k26')).toBe(true) // ...but v2's release was refused: held, v1 cached
+    // sent again after 250 ms (refused), then after 500 ms more (taken)
+    await pollUntil(() => !C.kv.service.holds.held('k26'), { timeoutMs: 5000, what: 'C\'s hold to be lifted by a late lift' })
+    expect(refuse).toBe(0)
+    expect(await registryValue(A.registry, 'chopper_kv_late_lifts_total', { phase: 'release', outcome: 'ok' })).toBe(1)
+    expect(await registryValue(C.registry, 'chopper_kv_fences_received_total', { phase: 'lapse' })).toBe(1)
+    // the lapse dropped C's entry (v1): it reads DynamoDB, then caches v2
+    expect(await get(C, 'k26')).toEqual({ status: 200, body: 'v2', outcome: 'miss' })
+    expect(await get(C, 'k26')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
+    expect(A.kv.service.lateLifts.size).toBe(0)
+    // a lapse for a hold no longer standing leaves the entry alone
+    await C.kv.service.lapse('k26', sliceKey('k26'), 'not-a-hold')
+    expect(await get(C, 'k26')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
+  })
+
+  test('late lifts stop once the hold would have lapsed anyway, counted as expired; and on close', async () => {
+    const refuseAll = (req, res) => {
+      if (!isFence(req) || (req.headers['x-kv-fence'] !== 'release' && req.headers['x-kv-fence'] !== 'lapse')) return false
+      res.writeHead(421, { 'content-type': 'application/json' })
+      res.end('{"error":{"code":"CHOPPER_ERR_NOT_OWNER","message":"not now"}}')
+      return true
+    }
+    const { nodes: { A, C } } = await replicaSet({ ids: ['A', 'C'], intercept: { C: refuseAll } })
+    A.kv.service.holds.lapseMs = 1200 // the writer's view of how long holds last (the option must exceed the write timeouts)
+    expect((await putText(kvUrl(A.url, 'k27'), 'v1')).status).toBe(204)
+    // attempts after 250, 750 ms (the next would be past 1200 ms): then expired
+    await pollUntil(async () => (await registryValue(A.registry, 'chopper_kv_late_lifts_total', { phase: 'release', outcome: 'expired' })) === 1, { timeoutMs: 5000, what: 'the late lifts to expire' })
+    expect(A.kv.service.lateLifts.size).toBe(0)
+    expect(C.kv.service.holds.held('k27')).toBe(true) // left to its own lapse
+    // a late lift pending at close is cancelled
+    A.kv.service.holds.lapseMs = 60000
+    expect((await putText(kvUrl(A.url, 'k28'), 'v1')).status).toBe(204)
+    await pollUntil(() => A.kv.service.lateLifts.size === 1, { what: 'a late lift to be scheduled' })
+    await A.kv.service.settle()
+    expect(A.kv.service.lateLifts.size).toBe(0)
+  })
+
   for (const heldReads of ['ask', 'wait']) {
     test(`a release that never arrives: the write is acknowledged, counted, and that replica asks the writer or reads DynamoDB until its hold lapses (heldReads: ${heldReads})`, async () => {
       const dropRelease = (req) => {
