@@ -652,9 +652,17 @@ class KvService {
   hold (key, sliceKey, fenceId, { from = null, url, generation = 0, heldReads = 'wait' } = {}) {
     const ask = heldReads === 'ask' && from !== null
     this.holds.add(key, fenceId, { sliceKey, from, url, generation, fenceId, heldReads: ask ? 'ask' : 'wait' })
+    this.#poisonReads(key, ask ? 'ask' : 'wait')
+  }
+
+  /**
+   * Store reads of `key` in flight (fills, held reads) may predate a write:
+   * they are not cached (`poisoned`), and later reads do not share them.
+   */
+  #poisonReads (key, kind) {
     const reads = this.storeReads.get(key)
-    if (reads) for (const r of reads) if (r.poisoned !== 'ask') r.poisoned = ask ? 'ask' : 'wait'
-    this.queue.cut(key) // later reads must not share a DynamoDB read that began before the hold
+    if (reads) for (const r of reads) if (r.poisoned !== 'ask') r.poisoned = kind
+    this.queue.cut(key)
   }
 
   /**
@@ -662,11 +670,14 @@ class KvService {
    * #liftLater): the write was acknowledged, but this replica did not admit
    * the slice when its release came, and writes since may not have held it.
    * So, as when a hold lapses, its cached entry is dropped before the hold
-   * is lifted (the next read fills from DynamoDB). Nothing to do when the
-   * hold no longer stands.
+   * is lifted (the next read fills from DynamoDB), and fills in flight are
+   * not cached: one that began under the hold may have read DynamoDB before
+   * the write landed (a timed lapse comes too late for that; this one may
+   * not). Nothing to do when the hold no longer stands.
    */
   async lapse (key, sliceKey, fenceId) {
     if (!this.holds.has(key, fenceId)) return
+    this.#poisonReads(key, 'wait')
     try {
       await this.cache.del(key, sliceKey)
     } catch (err) {

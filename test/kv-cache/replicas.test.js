@@ -723,6 +723,7 @@ describe('kv-cache with replicated slices', () => {
     expect(await get(C, 'k26')).toEqual({ status: 200, body: 'v1', outcome: 'hit' }) // v1's release cached it...
     refuse = 2
     expect((await putText(kvUrl(A.url, 'k26'), 'v2')).status).toBe(204)
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'v2\'s releases' })
     expect(B.kv.service.holds.held('k26')).toBe(false)
     expect(C.kv.service.holds.held('k26')).toBe(true) // ...but v2's release was refused: held, v1 cached
     // sent again after 250 ms (refused), then after 500 ms more (taken)
@@ -737,6 +738,30 @@ describe('kv-cache with replicated slices', () => {
     // a lapse for a hold no longer standing leaves the entry alone
     await C.kv.service.lapse('k26', sliceKey('k26'), 'not-a-hold')
     expect(await get(C, 'k26')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
+  })
+
+  test('a lapse (a late release) leaves no fill that began under its hold in the cache: that fill may have read DynamoDB before the write landed', async () => {
+    const { nodes: { A, C } } = await replicaSet({ options: { heldReadWaitMs: 2000 } })
+    expect((await putText(kvUrl(A.url, 'k29'), 'v1')).status).toBe(204)
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'v1\'s releases' })
+    const svc = C.kv.service
+    const slice = sliceKey('k29')
+    await svc.cache.del('k29', slice)
+    svc.holds.add('k29', 'w0')
+    const read = svc.get('k29', slice) // waits for w0
+    svc.holds.add('k29', 'w1') // a later write's hold: the read does not wait for it
+    const entered = gate()
+    const resume = gate()
+    const realGet = svc.store.get.bind(svc.store)
+    svc.store.get = async (k) => { entered.open(); await resume.p; return realGet(k) }
+    svc.holds.remove('k29', 'w0') // the read goes on: a miss, filled from DynamoDB
+    await entered.p
+    await svc.lapse('k29', slice, 'w1') // w1's release, sent late
+    expect(svc.holds.held('k29')).toBe(false)
+    resume.open()
+    expect((await read).value.toString()).toBe('v1')
+    svc.store.get = realGet
+    expect(await svc.cache.get('k29', slice)).toBeNull() // the fill was not cached
   })
 
   test('late lifts stop once the hold would have lapsed anyway, counted as expired; and on close', async () => {
