@@ -89,6 +89,18 @@ class KeyHolds {
     return this.#drop(key, id)
   }
 
+  /** The `meta` of write `id`'s hold on `key`, or undefined when it does not hold it. */
+  metaOf (key, id) {
+    const ids = this.keys.get(key)
+    const hold = ids && ids.get(id)
+    return hold ? hold.meta : undefined
+  }
+
+  /** Call `fn(key, id, meta)` for every hold standing now. */
+  each (fn) {
+    for (const [key, ids] of this.keys) for (const [id, hold] of ids) fn(key, id, hold.meta)
+  }
+
   /** Whether write `id` holds `key` now. */
   has (key, id) {
     const ids = this.keys.get(key)

@@ -9,6 +9,7 @@ const { KeyHolds } = require('./key-holds')
 const { OwnershipEpochs } = require('./ownership-epochs')
 const { FencedWriteError, InvalidArgumentError, KeyHeldError, ReplicaUnavailableError, StoreUnavailableError, WriteIndeterminateError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
+const { contains } = require('../../core/ranges')
 
 /**
  * A fence entry's content type: a cache entry with a version and no value
@@ -707,6 +708,12 @@ class KvService {
    * @param {{ value: Buffer, contentType: string }} [written] the value DynamoDB now holds at `version`
    */
   async release (key, sliceKey, fenceId, version, written) {
+    // This server lost the slice after it took the hold (onRelease): writes
+    // while it was out did not hold it, so the value may be overwritten by
+    // now, and caching it would outlive them (it is tagged as of now). Lift
+    // the hold as a lapse would instead.
+    const meta = this.holds.metaOf(key, fenceId)
+    if (meta && meta.orphaned) return this.lapse(key, sliceKey, fenceId)
     if (version !== undefined) {
       const entry = written
         ? { tag: this.epochs.now(), ver: version, contentType: written.contentType, value: written.value }
@@ -785,6 +792,9 @@ class KvService {
    */
   onRelease (ranges) {
     this.epochs.release(ranges)
+    // Holds on keys there outlive the slice: a release that comes for one
+    // later (once the slice is back) must not cache its value (release()).
+    this.holds.each((key, id, meta) => { if (meta && contains(ranges, meta.sliceKey)) meta.orphaned = true })
     const drop = (async () => {
       try {
         const n = await this.cache.dropRanges(ranges)

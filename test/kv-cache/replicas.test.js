@@ -764,6 +764,25 @@ describe('kv-cache with replicated slices', () => {
     expect(await svc.cache.get('k29', slice)).toBeNull() // the fill was not cached
   })
 
+  test('a release for a hold taken before this replica lost the slice (it regained it since) lifts the hold as a lapse, without caching the value: writes while it was out did not hold it', async () => {
+    const { nodes: { C } } = await replicaSet({ options: { heldReadWaitMs: 100 } })
+    const svc = C.kv.service
+    const slice = sliceKey('k30')
+    const all = [{ start: 0, end: KEYSPACE_SIZE }]
+    svc.hold('k30', slice, 'w1', { from: 'A' })
+    svc.onRelease(all)
+    svc.onAcquire(all)
+    await pollUntil(() => svc.drops.size === 0, { what: 'the range drop' })
+    await svc.release('k30', slice, 'w1', 7n, { value: Buffer.from('v7'), contentType: 'text/plain' })
+    expect(svc.holds.held('k30')).toBe(false)
+    expect(await svc.cache.get('k30', slice)).toBeNull()
+    // a hold taken while it admits the slice is released as usual: the value is cached
+    svc.hold('k30', slice, 'w2', { from: 'A' })
+    await svc.release('k30', slice, 'w2', 8n, { value: Buffer.from('v8'), contentType: 'text/plain' })
+    expect(svc.holds.held('k30')).toBe(false)
+    expect((await svc.cache.get('k30', slice)).ver).toBe(8n)
+  })
+
   test('late lifts stop once the hold would have lapsed anyway, counted as expired; and on close', async () => {
     const refuseAll = (req, res) => {
       if (!isFence(req) || (req.headers['x-kv-fence'] !== 'release' && req.headers['x-kv-fence'] !== 'lapse')) return false
