@@ -595,8 +595,9 @@ class KvService {
    * lapse, every read of the key there would go to DynamoDB until then
    * (measured in scenario 1: 170 reads on one server, a 97.8 % hit rate). So
    * the lift goes again, after 250 ms and then at doubling intervals up to
-   * 4 s, to each such replica until one takes it (204) or the hold would
-   * have lapsed anyway. A release goes as a `lapse`: the replica drops its
+   * 4 s, to each such replica until one takes it (204), refuses it for good
+   * (a 4xx other than 421: it no longer lists this server for the slice), or
+   * the hold would have lapsed anyway. A release goes as a `lapse`: the replica drops its
    * entry and lifts the hold, as if the hold had lapsed (which is safe once
    * the write was acknowledged: DynamoDB has it). It does not cache the
    * written value: while it did not admit the slice, newer writes may have
@@ -625,7 +626,11 @@ class KvService {
           r = { ok: [], failed: left.map((target) => ({ target, reason: err.message })), notAdmitted: [], dropped: [] }
         }
         if (r.ok.length > 0) this.metrics.lateLifts.inc({ phase, outcome: 'ok' }, r.ok.length)
-        left = untaken(r)
+        // A 4xx other than 421 is a refusal that will not change (the replica no
+        // longer lists this server for the slice, or a signature check): stop there.
+        const refused = r.failed.filter((f) => /^HTTP 4/.test(f.reason))
+        if (refused.length > 0) this.metrics.lateLifts.inc({ phase, outcome: 'refused' }, refused.length)
+        left = [...r.notAdmitted, ...r.dropped, ...r.failed.filter((f) => !/^HTTP 4/.test(f.reason)).map((f) => f.target)]
         if (left.length === 0 || this.closed) return
         waitMs = Math.min(waitMs * 2, LATE_LIFT_MAX_MS)
         if (performance.now() + waitMs < until) return schedule()

@@ -78,7 +78,7 @@ function createMetrics (registry) {
     }),
     lateLifts: new Counter({
       name: 'chopper_kv_late_lifts_total',
-      help: 'Releases and aborts sent again to replicas that did not take them (421: the replica had stopped admitting the slice after it took the hold; dropped by a newer map; unreachable), a release as a lapse (the replica drops its entry and lifts the hold), by the phase first sent and outcome: ok (taken: that hold is lifted), expired (not taken before the hold would have lapsed anyway)',
+      help: 'Releases and aborts sent again to replicas that did not take them (421: the replica had stopped admitting the slice after it took the hold; dropped by a newer map; unreachable), a release as a lapse (the replica drops its entry and lifts the hold), by the phase first sent and outcome: ok (taken: that hold is lifted), refused (a 4xx other than 421, e.g. the replica no longer lists this server for the slice: not sent again), expired (not taken before the hold would have lapsed anyway)',
       labelNames: ['phase', 'outcome'],
       registers
     }),

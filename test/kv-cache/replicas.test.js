@@ -783,6 +783,23 @@ describe('kv-cache with replicated slices', () => {
     expect((await svc.cache.get('k30', slice)).ver).toBe(8n)
   })
 
+  test('a late lift the replica refuses for good (a 4xx other than 421: it no longer lists this writer) is not sent again', async () => {
+    const refuse = (req, res) => {
+      const phase = req.headers['x-kv-fence']
+      if (!isFence(req) || (phase !== 'release' && phase !== 'lapse')) return false
+      const status = phase === 'release' ? 421 : 400
+      res.writeHead(status, { 'content-type': 'application/json' })
+      res.end('{"error":{"code":"CHOPPER_ERR_INVALID_ARG","message":"not a replica"}}')
+      return true
+    }
+    const { nodes: { A, C } } = await replicaSet({ ids: ['A', 'C'], intercept: { C: refuse } })
+    expect((await putText(kvUrl(A.url, 'k31'), 'v1')).status).toBe(204)
+    await pollUntil(async () => (await registryValue(A.registry, 'chopper_kv_late_lifts_total', { phase: 'release', outcome: 'refused' })) === 1, { timeoutMs: 5000, what: 'the late lift to be refused' })
+    expect(A.kv.service.lateLifts.size).toBe(0)
+    expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'lapse', outcome: 'failed' })).toBe(1)
+    expect(C.kv.service.holds.held('k31')).toBe(true) // left to its own lapse
+  })
+
   test('late lifts stop once the hold would have lapsed anyway, counted as expired; and on close', async () => {
     const refuseAll = (req, res) => {
       if (!isFence(req) || (req.headers['x-kv-fence'] !== 'release' && req.headers['x-kv-fence'] !== 'lapse')) return false
