@@ -88,7 +88,8 @@ class FenceClient {
    *   heldReads (hold only): `X-KV-Held-Reads: ask`, the replica asks this writer for reads of the key while held
    *   value (release only): the written value, which the replica caches at `version` instead of a bare fence;
    *   dropped: whether the replica no longer needs this phase (never, when not given)
-   * @returns {Promise<{ ok: object[], notAdmitted: object[], dropped: object[], failed: { target, reason }[] }>}
+   * @returns {Promise<{ ok: object[], notAdmitted: object[], dropped: object[], failed: { target, reason, status? }[] }>}
+   *   status: the replica's answer, when it answered with a 4xx other than 421 (a refusal)
    */
   async send (phase, targets, { key, generation, fenceId, version, value, contentType, heldReads, dropped = never }) {
     if (!PHASES.includes(phase)) throw new InvalidArgumentError(`invalid fence phase: ${JSON.stringify(phase)}`)
@@ -108,7 +109,7 @@ class FenceClient {
       if (r.outcome === 'ok') out.ok.push(target)
       else if (r.outcome === 'not_admitted') out.notAdmitted.push(target)
       else if (r.outcome === 'dropped') out.dropped.push(target)
-      else out.failed.push({ target, reason: r.reason })
+      else out.failed.push(r.status === undefined ? { target, reason: r.reason } : { target, reason: r.reason, status: r.status })
     })
     return out
   }
@@ -131,7 +132,7 @@ class FenceClient {
         // 5xx (the replica's Redis and store are fine to retry on) is retried; 4xx is a bug or a
         // forgery check (a clock skewed past the replay window), which does not matter from a
         // replica that no longer needs the phase.
-        if (res.statusCode < 500) return dropped(target) ? { outcome: 'dropped' } : { outcome: 'failed', reason }
+        if (res.statusCode < 500) return dropped(target) ? { outcome: 'dropped' } : { outcome: 'failed', reason, status: res.statusCode }
       } catch (err) {
         reason = err.code || err.message
       }

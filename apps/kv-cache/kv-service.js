@@ -28,6 +28,8 @@ const LATE_LIFT_FIRST_MS = 250
 const LATE_LIFT_MAX_MS = 4000
 /** The targets of a fencer.send result that did not take the phase (not 204). */
 const untaken = (r) => [...r.notAdmitted, ...r.dropped, ...r.failed.map((f) => f.target)]
+/** A failure of fencer.send that was an answer, a 4xx (421 is not_admitted): the replica refused. */
+const refusal = (f) => f.status !== undefined && f.status < 500
 
 /**
  * The look-aside cache logic of paper 6.1, independent of HTTP:
@@ -143,12 +145,7 @@ class KvService {
         const sliceKey = meta ? meta.sliceKey : undefined
         this.metrics.holdsLapsed.inc()
         this.logger.warn({ key, fenceId: id }, 'a write hold lapsed without being lifted: the key is cached again from DynamoDB')
-        try {
-          await this.cache.del(key, sliceKey)
-        } catch (err) {
-          this.#cacheFailed('del', err)
-          this.#distrustAll('cache_error')
-        }
+        await this.#dropEntry(key, sliceKey)
       }
     })
     this.storeReads = new Map() // key -> Set of store reads in flight (fills and held reads: { poisoned }); a hold poisons them
@@ -438,13 +435,7 @@ class KvService {
     return this.#replicated('delete', key, sliceKey, generation, replicas, null, {
       store: () => this.#write('delete', key, sliceKey, () => this.store.delete(key, { generation })),
       cache: async () => {
-        try {
-          await this.cache.del(key, sliceKey)
-          this.metrics.invalidations.inc({ reason: 'delete' })
-        } catch (err) {
-          this.#cacheFailed('del', err)
-          this.#distrustAll('cache_error')
-        }
+        if ((await this.#dropEntry(key, sliceKey)) !== null) this.metrics.invalidations.inc({ reason: 'delete' })
       }
     })
   }
@@ -597,9 +588,9 @@ class KvService {
    * the lift goes again, after 250 ms and then at doubling intervals up to
    * 4 s, to each such replica until one takes it (204), refuses it for good
    * (a 4xx other than 421: it no longer lists this server for the slice), or
-   * the hold would have lapsed anyway. A release goes as a `lapse`: the replica drops its
-   * entry and lifts the hold, as if the hold had lapsed (which is safe once
-   * the write was acknowledged: DynamoDB has it). It does not cache the
+   * the hold would have lapsed anyway. A release goes as a `lapse`: the
+   * replica drops its entry and lifts the hold, as if the hold had lapsed
+   * (which is safe once the write was acknowledged: DynamoDB has it). It does not cache the
    * written value: while it did not admit the slice, newer writes may have
    * landed without holding it. An abort goes again as an abort (nothing was
    * written; the entry stays). Attempts ignore newer maps (a replica they
@@ -628,9 +619,9 @@ class KvService {
         if (r.ok.length > 0) this.metrics.lateLifts.inc({ phase, outcome: 'ok' }, r.ok.length)
         // A 4xx other than 421 is a refusal that will not change (the replica no
         // longer lists this server for the slice, or a signature check): stop there.
-        const refused = r.failed.filter((f) => /^HTTP 4/.test(f.reason))
+        const refused = r.failed.filter(refusal)
         if (refused.length > 0) this.metrics.lateLifts.inc({ phase, outcome: 'refused' }, refused.length)
-        left = [...r.notAdmitted, ...r.dropped, ...r.failed.filter((f) => !/^HTTP 4/.test(f.reason)).map((f) => f.target)]
+        left = untaken({ notAdmitted: r.notAdmitted, dropped: r.dropped, failed: r.failed.filter((f) => !refusal(f)) })
         if (left.length === 0 || this.closed) return
         waitMs = Math.min(waitMs * 2, LATE_LIFT_MAX_MS)
         if (performance.now() + waitMs < until) return schedule()
@@ -684,13 +675,23 @@ class KvService {
   async lapse (key, sliceKey, fenceId) {
     if (!this.holds.has(key, fenceId)) return
     this.#poisonReads(key, 'wait')
+    await this.#dropEntry(key, sliceKey)
+    this.holds.remove(key, fenceId)
+  }
+
+  /**
+   * Delete `key`'s cache entry. When Redis fails, distrust the whole cache
+   * instead, so the entry we could not delete is never served.
+   * @returns {Promise<boolean|null>} whether there was an entry; null when the delete failed
+   */
+  async #dropEntry (key, sliceKey) {
     try {
-      await this.cache.del(key, sliceKey)
+      return await this.cache.del(key, sliceKey)
     } catch (err) {
       this.#cacheFailed('del', err)
       this.#distrustAll('cache_error')
+      return null
     }
-    this.holds.remove(key, fenceId)
   }
 
   /**
@@ -750,12 +751,7 @@ class KvService {
         this.logger.warn({ err: { code: err.code, message: err.message }, op }, 'write fenced off: a newer owner wrote the key')
       }
       if (fenced || err instanceof StoreUnavailableError) {
-        try {
-          if (await this.cache.del(key, sliceKey) && fenced) this.metrics.invalidations.inc({ reason: 'fenced' })
-        } catch (cacheErr) {
-          this.#cacheFailed('del', cacheErr)
-          this.#distrustAll('cache_error')
-        }
+        if ((await this.#dropEntry(key, sliceKey)) && fenced) this.metrics.invalidations.inc({ reason: 'fenced' })
       }
       throw err
     }

@@ -78,7 +78,7 @@ function resolveOptions (options = {}) {
   const o = { ...defaults }
   for (const [k, v] of Object.entries(options)) if (v !== undefined) o[k] = v
   // Unset, it follows a fenceTimeoutMs shorter than its default (it may not exceed it).
-  if (options.heldReadWaitMs === undefined && Number.isInteger(o.fenceTimeoutMs) && o.fenceTimeoutMs > 0) o.heldReadWaitMs = Math.min(defaults.heldReadWaitMs, o.fenceTimeoutMs)
+  if (options.heldReadWaitMs === undefined && isPosInt(o.fenceTimeoutMs)) o.heldReadWaitMs = Math.min(defaults.heldReadWaitMs, o.fenceTimeoutMs)
   const fail = (name, expected) => {
     throw new InvalidArgumentError(`invalid ${name}: expected ${expected}, got ${describe(o[name])}`)
   }

@@ -169,8 +169,9 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
    * `lapse` (drop the entry, lift the hold: kv-service.js #liftLater). It is
    * a request for K, so the shard guard admits it only while this server
    * admits K's slice (421 otherwise, which the writer counts as done for the
-   * write, and sends a release or abort again later). With a cluster token the request must be signed with it, for
-   * this server, over its key, headers and body (fenceContext); without one
+   * write, and sends a release or abort again later). With a cluster token
+   * the request must be signed with it, for this server, over its key,
+   * headers and body (fenceContext); without one
    * authentication is only this: the headers must be complete and consistent
    * and the sender a listed replica of the slice, and anyone who can reach
    * the data port can send one (see the README).

@@ -66,7 +66,7 @@ describe('FenceClient outcomes', () => {
   test('a 4xx refusal fails the phase, unless a newer map dropped that replica', async () => {
     const r = await replica(status(401, '{"error":{"code":"CHOPPER_ERR_UNAUTHORIZED"}}'))
     const kept = await client().send('hold', [{ id: 'B', url: r.url }], what(() => false))
-    expect(kept.failed).toEqual([{ target: { id: 'B', url: r.url }, reason: expect.stringMatching(/^HTTP 401/) }])
+    expect(kept.failed).toEqual([{ target: { id: 'B', url: r.url }, reason: expect.stringMatching(/^HTTP 401/), status: 401 }])
     const gone = await client().send('hold', [{ id: 'B', url: r.url }], what((t) => t.id === 'B'))
     expect(gone.dropped.map((t) => t.id)).toEqual(['B'])
     expect(gone.failed).toEqual([])
