@@ -178,6 +178,16 @@ class KvService {
     return this.heldReadWaitMs - Math.max(0, this.holds.age(key))
   }
 
+  /** KeyHolds.waitLifted, timed (chopper_kv_held_read_wait_seconds). */
+  async #waitLifted (key, ms) {
+    const t0 = performance.now()
+    try {
+      return await this.holds.waitLifted(key, ms)
+    } finally {
+      this.metrics.heldReadWaits.observe((performance.now() - t0) / 1000)
+    }
+  }
+
   /** `waited`: (ask) this read already waited heldReadWaitMs for a release once; it asks at once now. */
   async #get (key, sliceKey, waited) {
     if (this.holds.held(key) && this.#asks(key)) return this.#askedRead(key, sliceKey, waited)
@@ -190,7 +200,7 @@ class KvService {
     // could wait for a chain of writes (then miss, after heldReadWaitMs).
     if (this.holds.held(key)) {
       const wait = this.#heldWaitMs(key)
-      if (!(wait > 0 && (await this.holds.waitLifted(key, wait)))) {
+      if (!(wait > 0 && (await this.#waitLifted(key, wait)))) {
         if (this.#asks(key)) return this.#askedRead(key, sliceKey, true) // an ask write's hold came meanwhile
         this.metrics.heldReads.inc({ outcome: 'store' })
         return this.#heldRead(key, sliceKey)
@@ -243,7 +253,7 @@ class KvService {
    */
   async #askedRead (key, sliceKey, waited, skip = NONE) {
     const first = waited ? 0 : this.#heldWaitMs(key)
-    if (first > 0 && (await this.holds.waitLifted(key, first))) {
+    if (first > 0 && (await this.#waitLifted(key, first))) {
       this.metrics.heldReads.inc({ outcome: 'lifted' })
       return this.#get(key, sliceKey, true)
     }
@@ -271,7 +281,7 @@ class KvService {
         this.logger.warn({ key, writer: hold.from, reason: r.reason }, 'a read of a held key could not be answered: its writer did not answer')
         throw new StoreUnavailableError(`key ${JSON.stringify(key)} is held by a write of server ${hold.from}, which did not answer (${r.reason}); retry the request`)
       }
-      await this.holds.waitLifted(key, Math.min(this.heldReadWaitMs, wait))
+      await this.#waitLifted(key, Math.min(this.heldReadWaitMs, wait))
     }
   }
 
@@ -497,6 +507,8 @@ class KvService {
     if (ask) what.heldReads = 'ask'
     const t0 = performance.now()
     const held = await this.fencer.send('hold', replicas, what)
+    const tHeld = performance.now()
+    this.metrics.writePhases.observe({ phase: 'hold' }, (tHeld - t0) / 1000)
     const abort = async () => {
       if (held.ok.length > 0) {
         const r = await this.fencer.send('abort', held.ok, what)
@@ -526,6 +538,7 @@ class KvService {
     let ver
     try {
       ver = await store()
+      this.metrics.writePhases.observe({ phase: 'store' }, (performance.now() - tHeld) / 1000)
     } catch (err) {
       if (err instanceof FencedWriteError) await abort() // certainly not applied
       // Otherwise the write may still land: every hold stays until it lapses,
@@ -536,15 +549,19 @@ class KvService {
     // A put hands the replicas its value, cached at the new version (write-through: the
     // next read there is a hit); a delete leaves a bare fence (a miss that refuses older fills).
     const lift = { ...what, version: ver, ...(written || {}) }
-    const release = () => this.fencer.send('release', held.ok, lift).then(
-      (r) => {
-        this.#liftLater('release', untaken(r), lift, t0)
-        return r.failed.length === 0 ? null : r.failed
-      },
-      (err) => {
-        this.logger.error({ err, key, op, fenceId }, 'release of a write hold failed; the replicas stay held until their holds lapse')
-        return held.ok.map((target) => ({ target, reason: err.message }))
-      })
+    const release = () => {
+      const tr = performance.now()
+      return this.fencer.send('release', held.ok, lift).then(
+        (r) => {
+          this.metrics.writePhases.observe({ phase: 'release' }, (performance.now() - tr) / 1000)
+          this.#liftLater('release', untaken(r), lift, t0)
+          return r.failed.length === 0 ? null : r.failed
+        },
+        (err) => {
+          this.logger.error({ err, key, op, fenceId }, 'release of a write hold failed; the replicas stay held until their holds lapse')
+          return held.ok.map((target) => ({ target, reason: err.message }))
+        })
+    }
     // While this server holds itself (it serves nothing of the key from its cache, and
     // its reads of the key wait), the replicas may serve the value as soon as DynamoDB
     // holds it: the releases go now, alongside our own cache update. Otherwise (ask)

@@ -1,6 +1,10 @@
 'use strict'
 
-const { Counter, Gauge } = require('prom-client')
+const { Counter, Gauge, Histogram } = require('prom-client')
+
+// Write phases and held reads take from well under a millisecond (an idle
+// loopback round trip) to the hold lapse's order (a replica that never answers).
+const PHASE_BUCKETS = Object.freeze([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5])
 
 /**
  * The app's metrics, registered in the app server's registry (several app
@@ -80,6 +84,19 @@ function createMetrics (registry) {
       name: 'chopper_kv_late_lifts_total',
       help: 'Releases and aborts sent again to replicas that did not take them (421: the replica had stopped admitting the slice after it took the hold; dropped by a newer map; unreachable), a release as a lapse (the replica drops its entry and lifts the hold), by the phase first sent and outcome: ok (taken: that hold is lifted), refused (a 4xx other than 421, e.g. the replica no longer lists this server for the slice: not sent again), expired (not taken before the hold would have lapsed anyway)',
       labelNames: ['phase', 'outcome'],
+      registers
+    }),
+    writePhases: new Histogram({
+      name: 'chopper_kv_write_phase_seconds',
+      help: 'Time of each phase of a replicated write (a batch: write-batches.js) on its primary: hold (from sending the holds until every replica answered or was given up), store (the DynamoDB write), release (from sending the releases until every replica answered; after the write was acknowledged, so not part of its latency). hold + store is what replication adds to a write\'s latency',
+      labelNames: ['phase'],
+      buckets: PHASE_BUCKETS,
+      registers
+    }),
+    heldReadWaits: new Histogram({
+      name: 'chopper_kv_held_read_wait_seconds',
+      help: 'Each wait of a GET that found its key held by a write, for the hold to lift (then served from the cache) or until it went on (to DynamoDB, or to ask the writer; a read may wait more than once with heldReads ask): what replication adds to a read\'s latency',
+      buckets: PHASE_BUCKETS,
       registers
     }),
     holdsLapsed: new Counter({

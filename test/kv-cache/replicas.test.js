@@ -100,6 +100,13 @@ describe('kv-cache with replicated slices', () => {
     expect(await registryValue(B.registry, 'chopper_kv_fences_received_total', { phase: 'release' })).toBe(2)
     expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'release', outcome: 'ok' })).toBe(4)
     for (const n of [A, B, C]) expect(n.kv.service.holds.size).toBe(0)
+    // The primary timed each phase of both writes (the releases after they were answered).
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the releases' })
+    for (const phase of ['hold', 'store', 'release']) {
+      expect(await registryValue(A.registry, 'chopper_kv_write_phase_seconds_count', { phase })).toBe(2)
+      expect(await registryValue(A.registry, 'chopper_kv_write_phase_seconds_sum', { phase })).toBeGreaterThan(0)
+    }
+    expect(await registryValue(B.registry, 'chopper_kv_write_phase_seconds_count')).toBe(0) // replicas write nothing
 
     expect((await call(kvUrl(A.url, 'k1'), { method: 'DELETE' })).status).toBe(204)
     for (const n of [A, B, C]) expect(await get(n, 'k1')).toMatchObject({ status: 404, outcome: 'miss' })
@@ -313,12 +320,17 @@ describe('kv-cache with replicated slices', () => {
     expect(read).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
     expect(await registryValue(B.registry, 'chopper_kv_held_reads_total', { outcome: 'lifted' })).toBe(1)
     expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total')).toBe(0)
+    expect(await registryValue(B.registry, 'chopper_kv_held_read_wait_seconds_count')).toBe(1)
+    expect(await registryValue(B.registry, 'chopper_kv_held_read_wait_seconds_bucket', { le: '2.5' })).toBe(1) // lifted, not timed out (300 ms)
     // no release: after heldReadWaitMs it asks
     await holdFor(B, 'k36', 'A', servers.A.url)
     const t0 = Date.now()
     expect(await get(B, 'k36')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
     expect(Date.now() - t0).toBeGreaterThanOrEqual(290)
     expect(await registryValue(B.registry, 'chopper_kv_writer_asks_total', { outcome: 'current' })).toBe(1)
+    // That wait ran out: counted too, for its whole heldReadWaitMs.
+    expect(await registryValue(B.registry, 'chopper_kv_held_read_wait_seconds_count')).toBe(2)
+    expect(await registryValue(B.registry, 'chopper_kv_held_read_wait_seconds_sum')).toBeGreaterThanOrEqual(0.29)
   })
 
   test('heldReads ask: a write that a replica did not take the hold of (421, or dropped) holds its writer too: a read the replica admitted before may fill from DynamoDB after the write landed', async () => {
