@@ -159,7 +159,9 @@ async function startHaproxySide (name, experiment, ids, appOptions, closers) {
 }
 
 async function startServers (experiment, ids, config, closers) {
-  const servers = await startAppProcesses(experiment.app, ids, { ...config, capacity: experiment.capacity })
+  // CHOPPER_EXPERIMENT_LOG sets the app servers' log level too (default: error only)
+  const logLevel = process.env.CHOPPER_EXPERIMENT_LOG || undefined
+  const servers = await startAppProcesses(experiment.app, ids, { ...config, capacity: experiment.capacity, ...(logLevel ? { logLevel } : {}) })
   closers.push(() => Promise.all(servers.map((s) => s.close())))
   return servers
 }

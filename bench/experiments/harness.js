@@ -45,7 +45,7 @@ async function runScenario (scenario, options = {}) {
     const entry = { name, ...CONTENDERS[name], ok: false }
     try {
       Object.assign(entry, await runContender(name, experiment, workload, o.logger), { ok: true })
-      o.onProgress(`${scenario.name}: ${name}: ${entry.throughput.achievedRate} req/s, p50 ${entry.latencyMs.p50} ms, p90 ${entry.latencyMs.p90} ms, p99 ${entry.latencyMs.p99} ms, imbalance ${entry.imbalance.mean}, affinity ${entry.affinity}${entry.cache ? `, hit rate ${entry.cache.hitRate}` : ''}, errors ${entry.throughput.errors}${byMethod(entry)}${outsideLine(entry.outsideServerMs)}${cpuLine(entry.cpu)}${entry.client.heldRate ? '' : ' (client could not hold the rate)'}`)
+      o.onProgress(`${scenario.name}: ${name}: ${entry.throughput.achievedRate} req/s, p50 ${entry.latencyMs.p50} ms, p90 ${entry.latencyMs.p90} ms, p99 ${entry.latencyMs.p99} ms, imbalance ${entry.imbalance.mean}, affinity ${entry.affinity}${entry.cache ? `, hit rate ${entry.cache.hitRate}` : ''}, errors ${entry.throughput.errors}${byMethod(entry)}${outsideLine(entry.outsideServerMs)}${replicationLine(entry.servers)}${cpuLine(entry.cpu)}${entry.client.heldRate ? '' : ' (client could not hold the rate)'}`)
     } catch (err) {
       entry.error = { code: err.code, message: err.message }
       o.onProgress(`${scenario.name}: ${name} FAILED: ${err.message}`)
@@ -130,6 +130,23 @@ function byMethod (entry) {
 /** ", outside the app servers p50 A / p90 B / p99 C ms": client, router and network (Server-Timing). */
 function outsideLine (o) {
   return o ? `, outside the app servers p50 ${o.p50} / p90 ${o.p90} / p99 ${o.p99} ms` : ''
+}
+
+/**
+ * ", replicated writes (N): hold A / store B / release C ms mean, D % of holds
+ * over 10 ms; held reads waited W times, E ms mean" from the app servers' kv
+ * counters (whole run: warm-up and preload included), when any write was
+ * replicated or any read waited.
+ */
+function replicationLine (servers) {
+  const sum = (k) => (servers || []).reduce((a, s) => a + ((s.kv && s.kv[k]) || 0), 0)
+  const phase = (p) => ({ n: sum(`write_phase_count{"phase":"${p}"}`), ms: sum(`write_phase_ms{"phase":"${p}"}`), over10: sum(`write_phase_over_10ms{"phase":"${p}"}`) })
+  const mean = (x) => (x.n > 0 ? (x.ms / x.n).toFixed(1) : '-')
+  const [hold, store, release] = ['hold', 'store', 'release'].map(phase)
+  const waits = { n: sum('held_read_wait_count'), ms: sum('held_read_wait_ms') }
+  if (hold.n === 0 && waits.n === 0) return ''
+  const writes = hold.n > 0 ? `, replicated writes (${hold.n}): hold ${mean(hold)} / store ${mean(store)} / release ${mean(release)} ms mean, ${(100 * hold.over10 / hold.n).toFixed(1)} % of holds over 10 ms` : ''
+  return `${writes}${waits.n > 0 ? `; held reads waited ${waits.n} times, ${mean(waits)} ms mean` : ''}`
 }
 
 /** ", CPU per request: router R µs, app servers A µs" (the parts that could be read). */

@@ -21,7 +21,7 @@ async function closeSut () {
 
 const handlers = {
   async start ({ name, experiment }) {
-    // CHOPPER_EXPERIMENT_LOG=warn (or info, debug): the controller's and front ends' logs on stderr
+    // CHOPPER_EXPERIMENT_LOG=warn (or info, debug): the controller's, front ends' and app servers' logs on stderr
     const level = process.env.CHOPPER_EXPERIMENT_LOG
     const logger = level ? require('pino')({ level }, process.stderr) : undefined
     // A configured cluster token signs the contender's control plane as in production; unset, it runs as before.

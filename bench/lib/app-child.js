@@ -97,13 +97,42 @@ serveChild({
   }
 })
 
-/** kv-cache's invalidations by reason, fenced and not-primary writes, store errors: for the report. */
+/**
+ * kv-cache's invalidations by reason, fenced and not-primary writes, store
+ * errors, held reads: for the report. Of the replication timings
+ * (chopper_kv_write_phase_seconds by phase, chopper_kv_held_read_wait_seconds)
+ * the count, the total in ms and how many took over 10 and over 50 ms, all of
+ * which add up over servers: `write_phase_count{"phase":"hold"}`,
+ * `write_phase_ms{...}`, `write_phase_over_10ms{...}`, `..._over_50ms{...}`.
+ */
 async function kvCounters (registry) {
   const out = {}
+  const label = (labels) => Object.keys(labels).length ? JSON.stringify(labels) : ''
   for (const name of ['chopper_kv_cache_invalidations_total', 'chopper_kv_fenced_writes_total', 'chopper_kv_not_primary_total', 'chopper_kv_store_errors_total', 'chopper_kv_held_reads_total', 'chopper_kv_writer_asks_total', 'chopper_kv_shared_reads_total', 'chopper_kv_batched_writes_total', 'chopper_kv_cache_hits_total', 'chopper_kv_cache_misses_total']) {
     const m = registry.getSingleMetric(name)
     if (!m) continue
-    for (const v of (await m.get()).values) out[`${name.slice('chopper_kv_'.length, -'_total'.length)}${Object.keys(v.labels).length ? JSON.stringify(v.labels) : ''}`] = v.value
+    for (const v of (await m.get()).values) out[`${name.slice('chopper_kv_'.length, -'_total'.length)}${label(v.labels)}`] = v.value
+  }
+  for (const name of ['chopper_kv_write_phase_seconds', 'chopper_kv_held_read_wait_seconds']) {
+    const m = registry.getSingleMetric(name)
+    if (!m) continue
+    const base = name.slice('chopper_kv_'.length, -'_seconds'.length)
+    const series = new Map() // labels (le aside) -> { count, sum, le10, le50 }
+    for (const { metricName, labels: { le, ...labels }, value } of (await m.get()).values) {
+      const k = label(labels)
+      const h = series.get(k) || { count: 0, sum: 0, le10: 0, le50: 0 }
+      series.set(k, h)
+      if (metricName.endsWith('_count')) h.count = value
+      else if (metricName.endsWith('_sum')) h.sum = value
+      else if (le === 0.01) h.le10 = value
+      else if (le === 0.05) h.le50 = value
+    }
+    for (const [k, h] of series) {
+      out[`${base}_count${k}`] = h.count
+      out[`${base}_ms${k}`] = Math.round(h.sum * 1e6) / 1e3
+      out[`${base}_over_10ms${k}`] = h.count - h.le10
+      out[`${base}_over_50ms${k}`] = h.count - h.le50
+    }
   }
   return out
 }

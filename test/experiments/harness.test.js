@@ -163,8 +163,16 @@ describe('experiments harness', () => {
       experiment: { app: 'kv-cache', servers: 2, periodMs: 250, preload: true, capacity: { mode: 'model', kvHitMs: 1, kvStoreMs: 2 }, warmupSeconds: 0.5, routers: 'separate' },
       workload: { seed: 3, defaults: { keys: { count: 20 }, mix: { get: 0.8, set: 0.2 }, value: 32, path: '/kv?key={key}' }, phases: [{ name: 'a', duration: '1s', rate: 120 }, { name: 'b', duration: '0.5s', rate: 120, distribution: { type: 'zipf', s: 1 } }] }
     }, 'tiny-kv')
-    const r = await runScenario(scenario, { contenders: ['chopper', 'haproxy-random2'] })
+    const lines = []
+    const r = await runScenario(scenario, { contenders: ['chopper', 'haproxy-random2'], onProgress: (line) => lines.push(line) })
     expect(r.contenders.map((c) => c.name)).toEqual(['chopper', 'haproxy-random2'])
+    // Chopper's writes are replicated (a standby for every slice): the primaries timed each
+    // phase, and the progress line gives the means; HAProxy's servers replicate nothing.
+    const holds = (c) => c.servers.reduce((a, s) => a + (s.kv['write_phase_count{"phase":"hold"}'] || 0), 0)
+    expect(holds(r.contenders[0])).toBeGreaterThan(0)
+    expect(holds(r.contenders[1])).toBe(0)
+    expect(lines.find((l) => l.includes(': chopper: '))).toMatch(/replicated writes \(\d+\): hold [\d.]+ \/ store [\d.]+ \/ release [\d.]+ ms mean/)
+    expect(lines.find((l) => l.includes(': haproxy-random2: '))).not.toMatch(/replicated writes/)
     for (const c of r.contenders) {
       expect(c.preload).toEqual({ requests: 20, errors: 0 })
       // the JIT warm-up: half the first phase's rate for 0.5 s, every request answered, none counted in the run
