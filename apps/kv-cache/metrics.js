@@ -88,7 +88,7 @@ function createMetrics (registry) {
     }),
     writePhases: new Histogram({
       name: 'chopper_kv_write_phase_seconds',
-      help: 'Time of each phase of a replicated write (a batch: write-batches.js) on its primary: hold (from sending the holds until every replica answered or was given up), store (the DynamoDB write), release (from sending the releases until every replica answered; after the write was acknowledged, so not part of its latency). hold + store is what replication adds to a write\'s latency',
+      help: 'Time of each phase of a replicated write (a batch: write-batches.js) on its primary: hold (from sending the holds until every replica answered or was given up), store (the DynamoDB write), release (from sending the releases until every replica answered; after the write was acknowledged, so not part of its latency). hold is what replication adds to a write\'s latency; hold + store is about how long the replicas\' reads of the key wait',
       labelNames: ['phase'],
       buckets: PHASE_BUCKETS,
       registers
