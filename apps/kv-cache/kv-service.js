@@ -618,7 +618,7 @@ class KvService {
    * @param {number} heldAt when the holds were sent (performance.now())
    */
   #liftLater (phase, targets, what, heldAt) {
-    if (targets.length === 0) return
+    if (targets.length === 0 || this.closed) return // closed: settle() cleared the timers already
     const until = heldAt + this.holds.lapseMs
     const sent = phase === 'release' ? 'lapse' : phase
     const again = { key: what.key, generation: what.generation, fenceId: what.fenceId }

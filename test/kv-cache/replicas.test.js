@@ -813,10 +813,15 @@ describe('kv-cache with replicated slices', () => {
   })
 
   test('late lifts stop once the hold would have lapsed anyway, counted as expired; and on close', async () => {
+    const slowRelease = gate() // k29's release is answered (421) only once this opens
     const refuseAll = (req, res) => {
       if (!isFence(req) || (req.headers['x-kv-fence'] !== 'release' && req.headers['x-kv-fence'] !== 'lapse')) return false
-      res.writeHead(421, { 'content-type': 'application/json' })
-      res.end('{"error":{"code":"CHOPPER_ERR_NOT_OWNER","message":"not now"}}')
+      const answer = () => {
+        res.writeHead(421, { 'content-type': 'application/json' })
+        res.end('{"error":{"code":"CHOPPER_ERR_NOT_OWNER","message":"not now"}}')
+      }
+      if (req.query.key === 'k29') slowRelease.p.then(answer)
+      else answer()
       return true
     }
     const { nodes: { A, C } } = await replicaSet({ ids: ['A', 'C'], intercept: { C: refuseAll } })
@@ -830,7 +835,12 @@ describe('kv-cache with replicated slices', () => {
     A.kv.service.holds.lapseMs = 60000
     expect((await putText(kvUrl(A.url, 'k28'), 'v1')).status).toBe(204)
     await pollUntil(() => A.kv.service.lateLifts.size === 1, { what: 'a late lift to be scheduled' })
-    await A.kv.service.settle()
+    // and a release still on its way at close schedules none when it is refused
+    expect((await putText(kvUrl(A.url, 'k29'), 'v1')).status).toBe(204)
+    expect(A.kv.service.releases.size).toBe(1)
+    const settled = A.kv.service.settle()
+    slowRelease.open()
+    await settled
     expect(A.kv.service.lateLifts.size).toBe(0)
   })
 
