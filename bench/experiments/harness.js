@@ -8,6 +8,7 @@ const { startSutProcess } = require('./sut-process')
 const { scaleWorkload, scaleRate, preloadWorkload, warmupWorkload, modelledCapacity } = require('./scenario')
 const { cpuSnapshot, cpuCost, machineLoad } = require('./cpu-cost')
 const { haproxyVersion } = require('./haproxy-process')
+const { checkRepeats, rankedBy, runOrder, foldRuns } = require('./repeats')
 const { InvalidArgumentError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
 
@@ -16,6 +17,7 @@ const defaults = Object.freeze({
   contenders: CONTENDER_NAMES, // run order
   timeScale: 1, // multiplies every phase duration
   rateScale: 1, // multiplies every rate, divides every modelled service time (scenario.js scaleRate)
+  repeats: 1, // runs per contender; the median run stands for it (repeats.js)
   logger: silent,
   onProgress: () => {} // (line: string) => void, for the CLI
 })
@@ -38,19 +40,29 @@ async function runScenario (scenario, options = {}) {
   }
   const { experiment, workload: rated } = scaleRate(scenario, o.rateScale)
   const workload = scaleWorkload(rated, o.timeScale)
+  const repeats = checkRepeats(o.repeats)
+  const by = rankedBy(experiment)
   const startedAt = new Date()
-  const contenders = []
-  for (const name of o.contenders) {
-    o.onProgress(`${scenario.name}: ${name} ...`)
-    const entry = { name, ...CONTENDERS[name], ok: false }
-    try {
-      Object.assign(entry, await runContender(name, experiment, workload, o.logger), { ok: true })
-      o.onProgress(`${scenario.name}: ${name}: ${entry.throughput.achievedRate} req/s, p50 ${entry.latencyMs.p50} ms, p90 ${entry.latencyMs.p90} ms, p99 ${entry.latencyMs.p99} ms, imbalance ${entry.imbalance.mean}, affinity ${entry.affinity}${entry.cache ? `, hit rate ${entry.cache.hitRate}` : ''}, errors ${entry.throughput.errors}${byMethod(entry)}${outsideLine(entry.outsideServerMs)}${replicationLine(entry.servers)}${cpuLine(entry.cpu)}${entry.client.heldRate ? '' : ' (client could not hold the rate)'}`)
-    } catch (err) {
-      entry.error = { code: err.code, message: err.message }
-      o.onProgress(`${scenario.name}: ${name} FAILED: ${err.message}`)
+  const names = [...new Set(o.contenders)]
+  const runs = new Map(names.map((name) => [name, []]))
+  for (let r = 0; r < repeats; r++) {
+    for (const name of runOrder(names, r)) {
+      const run = repeats > 1 ? ` (run ${r + 1} of ${repeats})` : ''
+      o.onProgress(`${scenario.name}: ${name}${run} ...`)
+      const entry = { name, ...CONTENDERS[name], ok: false }
+      try {
+        Object.assign(entry, await runContender(name, experiment, workload, o.logger), { ok: true })
+        o.onProgress(`${scenario.name}: ${name}${run}: ${entry.throughput.achievedRate} req/s, p50 ${entry.latencyMs.p50} ms, p90 ${entry.latencyMs.p90} ms, p99 ${entry.latencyMs.p99} ms, imbalance ${entry.imbalance.mean}, affinity ${entry.affinity}${entry.cache ? `, hit rate ${entry.cache.hitRate}` : ''}, errors ${entry.throughput.errors}${byMethod(entry)}${outsideLine(entry.outsideServerMs)}${replicationLine(entry.servers)}${cpuLine(entry.cpu)}${entry.client.heldRate ? '' : ' (client could not hold the rate)'}`)
+      } catch (err) {
+        entry.error = { code: err.code, message: err.message }
+        o.onProgress(`${scenario.name}: ${name}${run} FAILED: ${err.message}`)
+      }
+      runs.get(name).push(entry)
     }
-    contenders.push(entry)
+  }
+  const contenders = names.map((name) => foldRuns(runs.get(name), by))
+  if (repeats > 1) {
+    for (const c of contenders) o.onProgress(`${scenario.name}: ${c.name}: median of ${repeats} runs by ${by}: run ${c.repeats.chosen} (${c.repeats.runs.map((x) => (x.ok ? x[by] : 'failed')).join(', ')})`)
   }
   const base = contenders.find((c) => c.name === 'chopper' && c.ok)
   for (const c of contenders) c.vsChopper = base && c.ok ? ratios(c, base) : null
@@ -63,6 +75,7 @@ async function runScenario (scenario, options = {}) {
     workload: { name: workload.name, seed: workload.seed, phases: workload.phases.map((p) => ({ name: p.name, duration: p.duration, rate: p.rate, keys: p.keys, distribution: p.distribution, hot: p.hot, mix: p.mix })) },
     timeScale: o.timeScale,
     rateScale: o.rateScale,
+    repeats,
     startedAt: startedAt.toISOString(),
     wallS: Math.round((Date.now() - startedAt) / 1000),
     contenders

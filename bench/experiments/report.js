@@ -306,6 +306,20 @@ function stepTable (s) {
   return `<table><tr><th>step</th>${head}${ours && ch ? '<th>p90 consistent hashing ÷ Chopper</th>' : ''}</tr>${rows.join('')}</table><p class="note">Shaded: not sustained (less than ${s.experiment.sustainedShare * 100} % of the offered rate completed in the step, or p99 above ${s.experiment.sloMs} ms, or more than 1 % errors).</p>`
 }
 
+/** With --repeat N: which run stands for each contender, and every run's figure it was chosen by. */
+function repeatsNote (s) {
+  const rep = s.contenders.filter((c) => c.repeats)
+  if (rep.length === 0) return ''
+  const unit = (by, v) => (by === 'p99' ? ms(v) : `${num(v, 0)} req/s`)
+  const items = rep.map((c) => {
+    const r = c.repeats
+    const runs = r.runs.map((x) => `${x.run === r.chosen ? '<b>' : ''}${x.ok ? (x[r.by] === null ? 'none' : unit(r.by, x[r.by])) : 'failed'}${x.run === r.chosen ? '</b>' : ''}`).join(', ')
+    return `<li>${esc(c.label)}: run ${r.chosen} of ${r.count} (${r.by} of each run, in the order they ran: ${runs})</li>`
+  })
+  const by = rep[0].repeats.by === 'p99' ? 'p99' : 'maximum sustained throughput'
+  return `<p class="note">${rep[0].repeats.count} runs per contender, the contenders in a rotated order in each round (repeats.js). Each row above, and every check of the headline, is the contender's median run by ${by} (with an even count, the worse middle one):</p><ul class="note">${items.join('')}</ul>`
+}
+
 function scenarioSection (s) {
   const e = s.experiment
   const problems = s.contenders.filter((c) => c.ok && !c.client.heldRate).map((c) => `<li>${esc(c.label)}: ${esc(c.client.problems.join(' '))}</li>`)
@@ -314,11 +328,17 @@ function scenarioSection (s) {
 <p>App <code>${esc(e.app)}</code>, ${e.servers} app servers (one process each), ${e.frontends} Chopper front end(s), balancing period ${e.periodMs} ms${e.utilisation ? `, ~${Math.round(e.utilisation * 100)} % of the modelled capacity` : ''}${s.modelledCapacity ? ` (modelled capacity ${Math.round(s.modelledCapacity.total)} req/s: ${esc(s.modelledCapacity.basis)})` : ''}.${e.missingKeys === 'miss' ? ' No preload: a GET of a key nobody wrote yet (404) is counted as a cache miss, not an error.' : ''} Phases: ${s.workload.phases.map((p) => `${esc(p.name)} ${num(p.duration, 1)} s @ ${p.rate} req/s`).join(', ')}. Seed ${esc(s.workload.seed)}. Scenario file: <code>${esc(s.file || '')}</code>. Wall time ${s.wallS} s.</p>
 ${e.paper ? `<p class="note">Paper: ${esc(e.paper)}</p>` : ''}
 ${summaryTable(s)}
+${repeatsNote(s)}
 ${problems.length ? `<p class="warn">Load generator warnings:</p><ul>${problems.join('')}</ul>` : ''}
 ${saturated.length ? `<p class="warn">CPU-bound runs (more than ${BUSY_SHARE * 100} % of the cores busy):</p><ul>${saturated.join('')}</ul>` : ''}
 <div class="plots">${curvePlot(s)}${imbalancePlot(s)}${e.kind === 'rising' ? throughputPlot(s) : ''}</div>
 ${e.kind === 'rising' ? stepTable(s) : ''}
 </section>`
+}
+
+/** Runs per contender in this document (1 before --repeat existed). */
+function repeatCount (doc) {
+  return Math.max(1, ...doc.scenarios.map((x) => x.repeats || 1))
 }
 
 /**
@@ -352,6 +372,7 @@ code { background: #f4f4f4; padding: 0 3px; }
 ${scaleNote(doc)}
 <p class="note">Each scenario runs the same seeded, open-loop workload (latency from each request's intended send time, so queueing is counted) against each contender in turn, each with fresh app servers. Imbalance = max ÷ mean of requests served per server in each period-long window. Affinity = share of each key's requests (per phase) served by the server that served most of them. Hit rate = cache hits ÷ gets, from the app servers' counters. Churn = share of the keyspace that changed owner per controller round (none without a controller). HAProxy's app servers run without ownership checks.</p>
 <h2>Done when (issue 10): ${passed} of ${checks.length} checks pass</h2>
+${repeatCount(doc) > 1 ? `<p class="note">From ${repeatCount(doc)} runs of every contender in every scenario: each check uses each contender's median run (by p99; by maximum sustained throughput on a rising rate). Every run's figure is listed under its scenario's table.</p>` : ''}
 ${checks.length ? `<table><tr><th>check</th><th>measured</th><th>goal</th><th>result</th></tr>${checks.map(row).join('')}</table>` : '<p class="note">None of the checks has its scenarios and contenders in this run.</p>'}
 ${heads ? `<h2>Reference figures</h2>\n<table><tr><th>comparison</th><th>measured</th><th>goal</th><th>result</th></tr>${heads}</table>` : ''}
 ${doc.scenarios.map(scenarioSection).join('\n')}

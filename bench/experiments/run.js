@@ -20,8 +20,9 @@ const { loadScenario, scenarioNames } = require('./scenario')
 const { runScenario, environment } = require('./harness')
 const { CONTENDER_NAMES } = require('./contenders')
 const { renderReport, headline } = require('./report')
+const { MAX_REPEATS } = require('./repeats')
 
-const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--rate-scale X] [--store-latency-ms N] [--contenders ${CONTENDER_NAMES.join(',')}] [--strategy-options JSON] [--load-metric cost|requests] [--frontend-options JSON] [--app-options JSON] [--out DIR]
+const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--rate-scale X] [--repeat N] [--store-latency-ms N] [--contenders ${CONTENDER_NAMES.join(',')}] [--strategy-options JSON] [--load-metric cost|requests] [--frontend-options JSON] [--app-options JSON] [--out DIR]
        node bench/experiments/run.js --report DIR/experiments.json   (rebuild the HTML)
        node bench/experiments/run.js --list`
 
@@ -34,6 +35,7 @@ async function main (argv) {
       list: { type: 'boolean', default: false },
       'time-scale': { type: 'string', default: '1' },
       'rate-scale': { type: 'string', default: '1' },
+      repeat: { type: 'string', default: '1' },
       'store-latency-ms': { type: 'string' },
       contenders: { type: 'string' },
       'strategy-options': { type: 'string' },
@@ -61,6 +63,8 @@ async function main (argv) {
   if (!(timeScale > 0)) throw usageError(`--time-scale: expected a number > 0, got ${JSON.stringify(values['time-scale'])}`)
   const rateScale = Number(values['rate-scale'])
   if (!(rateScale > 0 && rateScale <= 1)) throw usageError(`--rate-scale: expected a number > 0 and <= 1, got ${JSON.stringify(values['rate-scale'])}`)
+  const repeats = Number(values.repeat)
+  if (!(Number.isInteger(repeats) && repeats >= 1 && repeats <= MAX_REPEATS)) throw usageError(`--repeat: expected an integer from 1 to ${MAX_REPEATS}, got ${JSON.stringify(values.repeat)}`)
   const storeLatency = values['store-latency-ms'] === undefined ? undefined : Number(values['store-latency-ms'])
   if (storeLatency !== undefined && !(storeLatency >= 0 && storeLatency <= 1000)) throw usageError(`--store-latency-ms: expected a number of ms from 0 to 1000, got ${JSON.stringify(values['store-latency-ms'])}`)
   const contenders = values.contenders ? values.contenders.split(',').map((s) => s.trim()) : CONTENDER_NAMES
@@ -78,7 +82,7 @@ async function main (argv) {
   const doc = { tool: 'chopper-experiments', version: 1, command: `node bench/experiments/run.js ${argv.join(' ')}`, npmCommand: command, startedAt: new Date().toISOString(), environment: environment(), scenarios: [] }
   const t0 = Date.now()
   for (const s of scenarios) {
-    doc.scenarios.push(await runScenario(s, { contenders, timeScale, rateScale, onProgress: (line) => console.error(line) }))
+    doc.scenarios.push(await runScenario(s, { contenders, timeScale, rateScale, repeats, onProgress: (line) => console.error(line) }))
   }
   doc.wallS = Math.round((Date.now() - t0) / 1000)
   doc.headline = headline(doc)

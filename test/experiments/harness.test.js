@@ -209,6 +209,37 @@ describe('experiments harness', () => {
       .toMatch(/Store latency<\/b> \(<code>--store-latency-ms<\/code>\): dynalite answers every request 10 ms late \(after the rate scale\)/)
   })
 
+  test('repeats: every contender runs N times in a rotated order, and its median run stands for it, with every run summarised', async () => {
+    const scenario = validateScenario(tiny, 'tiny')
+    const lines = []
+    const r = await runScenario(scenario, { contenders: ['chopper', 'consistent-hash'], repeats: 2, onProgress: (line) => lines.push(line) })
+    expect(r.repeats).toBe(2)
+    // round 1 in the given order, round 2 rotated
+    expect(lines.filter((l) => l.endsWith(' ...'))).toEqual([
+      'tiny: chopper (run 1 of 2) ...', 'tiny: consistent-hash (run 1 of 2) ...',
+      'tiny: consistent-hash (run 2 of 2) ...', 'tiny: chopper (run 2 of 2) ...'
+    ])
+    expect(r.contenders.map((c) => c.name)).toEqual(['chopper', 'consistent-hash'])
+    for (const c of r.contenders) {
+      expectContenderFields(c, { kv: false, controller: true })
+      expect(c.repeats).toEqual({ count: 2, by: 'maxSustainedRate', chosen: expect.any(Number), runs: [expect.objectContaining({ run: 1, ok: true }), expect.objectContaining({ run: 2, ok: true })] })
+      // the row is the chosen run's, all of it: its figures are that run's summary
+      const chosen = c.repeats.runs[c.repeats.chosen - 1]
+      expect(c.latencyMs.p99).toBe(chosen.p99)
+      expect(c.throughput.achievedRate).toBe(chosen.achievedRate)
+      // a rising rate with two runs: the worse one by the maximum sustained throughput
+      const rates = c.repeats.runs.map((x) => (x.maxSustainedRate === null ? -1 : x.maxSustainedRate))
+      expect(chosen.maxSustainedRate === null ? -1 : chosen.maxSustainedRate).toBe(Math.min(...rates))
+      expect(lines).toContain(`tiny: ${c.name}: median of 2 runs by maxSustainedRate: run ${c.repeats.chosen} (${c.repeats.runs.map((x) => x.maxSustainedRate).join(', ')})`)
+    }
+    // ratios to Chopper are between the chosen runs
+    expect(r.contenders[0].vsChopper.p99).toBe(1)
+    const html = renderReport({ tool: 'chopper-experiments', environment: { cpus: 2, node: process.version }, scenarios: [r], headline: [] })
+    expect(html).toContain('From 2 runs of every contender in every scenario')
+    expect(html).toMatch(/2 runs per contender, the contenders in a rotated order in each round/)
+    expect(html).toMatch(/Chopper[^<]*: run [12] of 2 \(maxSustainedRate of each run, in the order they ran: /)
+  })
+
   test('scaleRate is the identity at 1 and refuses scales outside (0, 1]', () => {
     const s = loadScenario('1-kv-hot-keys')
     expect(scaleRate(s, 1)).toEqual({ experiment: s.experiment, workload: s.workload })

@@ -15,6 +15,9 @@ describe('bench/experiments/run.js flags', () => {
     ['--load-metric', 'bytes', /--load-metric: expected cost or requests/],
     ['--rate-scale', '2', /--rate-scale: expected a number > 0 and <= 1, got "2"/],
     ['--rate-scale', '0', /--rate-scale: expected a number > 0 and <= 1/],
+    ['--repeat', '0', /--repeat: expected an integer from 1 to 9, got "0"/],
+    ['--repeat', '1.5', /--repeat: expected an integer from 1 to 9/],
+    ['--repeat', '10', /--repeat: expected an integer from 1 to 9/],
     ['--store-latency-ms', '2000', /--store-latency-ms: expected a number of ms from 0 to 1000/]
   ])('%s %s is refused with the usage line', (flag, value, message) => {
     const r = spawnSync(process.execPath, [RUN, '3-kv-100-keys', flag, value], { encoding: 'utf8', timeout: 20000 })
