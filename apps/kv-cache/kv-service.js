@@ -414,18 +414,35 @@ class KvService {
 
   /**
    * Queue a put (`written`: its value) or a delete (null) of `key`. Writes that
-   * arrive while the key's earlier work runs go as one (write-batches.js).
+   * arrive while the key's earlier work runs, or while this batch holds its
+   * replicas, go as one (write-batches.js).
    */
   #batched (key, sliceKey, generation, replicas, written) {
-    const run = (w) => (w ? this.#put(key, sliceKey, w.value, w.contentType, generation, replicas) : this.#delete(key, sliceKey, generation, replicas))
-    if (!this.batchWrites) return queueAnswered(this.queue, key, () => run(written))
+    const run = (seal, peek) => this.#replicated(key, sliceKey, generation, replicas, seal, peek)
+    if (!this.batchWrites) return queueAnswered(this.queue, key, () => run(() => written, () => written))
     const group = `${generation} ${replicas.map((r) => `${r.id}=${r.url}`).join(' ')}`
     return this.batches.write(key, group, written, run)
   }
 
-  #put (key, sliceKey, value, contentType, generation, replicas) {
+  /**
+   * What writing `w` (a put's value, or null: a delete) does: its DynamoDB
+   * call (`store`, resolving with the version) and this server's own cache
+   * update after it (`cache`).
+   */
+  #operation (key, sliceKey, generation, w) {
+    if (w === null) {
+      return {
+        op: 'delete',
+        store: () => this.#write('delete', key, sliceKey, () => this.store.delete(key, { generation })),
+        cache: async () => {
+          if ((await this.#dropEntry(key, sliceKey)) !== null) this.metrics.invalidations.inc({ reason: 'delete' })
+        }
+      }
+    }
+    const { value, contentType } = w
     let tag
-    return this.#replicated('put', key, sliceKey, generation, replicas, { value, contentType }, {
+    return {
+      op: 'put',
       store: () => {
         tag = this.epochs.now()
         return this.#write('put', key, sliceKey, () => this.store.put(key, value, contentType, { generation }))
@@ -438,16 +455,7 @@ class KvService {
           this.#distrustAll('cache_error')
         }
       }
-    })
-  }
-
-  #delete (key, sliceKey, generation, replicas) {
-    return this.#replicated('delete', key, sliceKey, generation, replicas, null, {
-      store: () => this.#write('delete', key, sliceKey, () => this.store.delete(key, { generation })),
-      cache: async () => {
-        if ((await this.#dropEntry(key, sliceKey)) !== null) this.metrics.invalidations.inc({ reason: 'delete' })
-      }
-    })
+    }
   }
 
   /**
@@ -495,12 +503,17 @@ class KvService {
    *   answers 503 CHOPPER_ERR_WRITE_INDETERMINATE.
    * @returns {Promise<{ value: bigint, after: Promise<void>|null }>} the version, and the releases (never rejects)
    */
-  async #replicated (op, key, sliceKey, generation, replicas, written, { store, cache }) {
+  async #replicated (key, sliceKey, generation, replicas, seal, peek) {
     if (replicas.length === 0 || this.fencer === null) {
+      const { store, cache } = this.#operation(key, sliceKey, generation, seal())
       const ver = await store()
       await cache(ver)
       return { value: ver, after: null }
     }
+    // Until the batch is sealed, right before its DynamoDB write, writes of the key
+    // that arrive join it (write-batches.js): the holds carry no value. `op` is its
+    // last write's so far, for the logs and metrics of a hold that fails.
+    let op = peek() === null ? 'delete' : 'put'
     const fenceId = this.fenceIds + (this.fenceSeq++).toString(36)
     const ask = this.heldReads === 'ask'
     const what = { key, generation, fenceId, dropped: (target) => this.replicaDropped(target.id, sliceKey, generation) }
@@ -535,6 +548,10 @@ class KvService {
     // after our write landed, so this write does not serve the old value meanwhile either.
     const selfHeld = !ask || held.notAdmitted.length > 0 || held.dropped.length > 0
     if (selfHeld) this.hold(key, sliceKey, fenceId)
+    const written = seal()
+    const operation = this.#operation(key, sliceKey, generation, written)
+    op = operation.op
+    const { store, cache } = operation
     let ver
     try {
       ver = await store()

@@ -37,7 +37,7 @@ function createMetrics (registry) {
     }),
     batchedWrites: new Counter({
       name: 'chopper_kv_batched_writes_total',
-      help: 'Writes that joined a later write of the same key waiting for its turn, and were applied with it: one hold, one DynamoDB write and one release for the batch (write-batches.js)',
+      help: 'Writes that joined a later write of the same key, waiting for its turn or running and still holding its replicas, and were applied with it: one hold, one DynamoDB write and one release for the batch (write-batches.js)',
       registers
     }),
     fencedWrites: new Counter({

@@ -9,6 +9,12 @@
  * batch, and the batch runs once, as its last write: one hold, one DynamoDB
  * write, one release. Every write of the batch settles with its outcome.
  *
+ * A batch stays open after its turn came, until its runner seals it: the
+ * runner first holds the replicas, which needs no value, and seals right
+ * before its DynamoDB write, the first step that needs one. So a write that
+ * arrives while the running batch still holds its replicas joins it, rather
+ * than waiting for the whole of it and then running a batch of its own.
+ *
  * That is linearizable: the writes of a batch are all in flight together (none
  * has been answered), so they may take effect in arrival order at the moment
  * the batch's write lands, each overwritten at once by the next. No read can
@@ -23,22 +29,25 @@
 class WriteBatches {
   /**
    * @param {import('./key-queue').KeyQueue} queue the key's operations, in order
-   * @param {() => void} [onJoined] a write joined a waiting batch
+   * @param {() => void} [onJoined] a write joined a waiting or running batch
    */
   constructor (queue, onJoined = () => {}) {
     this.queue = queue
     this.onJoined = onJoined
-    this.waiting = new Map() // key -> the batch queued behind the key's running work, still open
+    this.waiting = new Map() // key -> the key's open batch: queued, or running and not yet sealed
   }
 
   /**
    * Queue write `w` of `key`.
    * @template W, R
    * @param {string} key
-   * @param {string} group writes join a waiting batch only of the same group
+   * @param {string} group writes join an open batch only of the same group
    * @param {W} w
-   * @param {(last: W) => Promise<{ value: R, after: Promise<void>|null }>} run runs a batch as
-   *   its last write (see queueAnswered)
+   * @param {(seal: () => W, peek: () => W) => Promise<{ value: R, after: Promise<void>|null }>} run
+   *   runs a batch as its last write (see queueAnswered): `seal()` closes the
+   *   batch to later writes and returns its last write, the one to apply (call
+   *   it before anything that needs the write); `peek()` returns the last write
+   *   so far without closing it. A batch is closed when its run settles, sealed or not.
    * @returns {Promise<R>}
    */
   write (key, group, w, run) {
@@ -50,10 +59,18 @@ class WriteBatches {
     }
     const batch = { group, last: w, promise: null }
     this.waiting.set(key, batch)
-    batch.promise = queueAnswered(this.queue, key, () => {
-      // its turn: closed to later writes, which start the next batch
+    // later writes of the key start the next batch, behind this one
+    const seal = () => {
       if (this.waiting.get(key) === batch) this.waiting.delete(key)
-      return run(batch.last)
+      return batch.last
+    }
+    const peek = () => batch.last
+    batch.promise = queueAnswered(this.queue, key, async () => {
+      try {
+        return await run(seal, peek)
+      } finally {
+        seal()
+      }
     })
     return batch.promise
   }

@@ -197,6 +197,55 @@ describe('kv-cache with replicated slices', () => {
     expect(await get(A, 'k53')).toEqual({ status: 200, body: 'new', outcome: 'hit' })
   })
 
+  test('a write that arrives while the running batch still holds its replicas joins that batch: one hold, one DynamoDB write, one release for both; one that arrives after its DynamoDB write began runs next', async () => {
+    const { nodes: { A, B } } = await replicaSet({ ids: ['A', 'B'] })
+    await putText(kvUrl(A.url, 'k61'), 'v0')
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v0' })
+    const fences = (phase) => registryValue(B.registry, 'chopper_kv_fences_received_total', { phase })
+    const [holds0, releases0] = [await fences('hold'), await fences('release')]
+    const joined0 = await registryValue(A.registry, 'chopper_kv_batched_writes_total')
+    const holding = gate()
+    const resume = gate()
+    const fencer = A.kv.service.fencer
+    const realSend = fencer.send.bind(fencer)
+    fencer.send = async (phase, ...rest) => {
+      if (phase === 'hold') { holding.open(); await resume.p }
+      return realSend(phase, ...rest)
+    }
+    const puts = []
+    const store = A.kv.service.store
+    const realPut = store.put.bind(store)
+    store.put = (key, value, ...rest) => { puts.push(value.toString()); return realPut(key, value, ...rest) }
+    const first = putText(kvUrl(A.url, 'k61'), 'v1')
+    await holding.p // v1's batch is running: its holds are out, no DynamoDB write yet
+    const second = putText(kvUrl(A.url, 'k61'), 'v2')
+    await pollUntil(async () => (await registryValue(A.registry, 'chopper_kv_batched_writes_total')) === joined0 + 1, { what: 'v2 to join the running batch' })
+    fencer.send = realSend
+    resume.open()
+    const [r1, r2] = await Promise.all([first, second])
+    expect([r1.status, r2.status]).toEqual([204, 204])
+    expect(puts).toEqual(['v2']) // one DynamoDB write, of the batch's last value
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release' })
+    expect(await fences('hold')).toBe(holds0 + 1)
+    expect(await fences('release')).toBe(releases0 + 1)
+    for (const n of [A, B]) expect(await get(n, 'k61')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
+
+    // Once the batch's DynamoDB write began, it is sealed: a write arriving then is a batch of its own, after it.
+    const stall = stallPutsAfterLanding(A)
+    const third = putText(kvUrl(A.url, 'k61'), 'v3')
+    await stall.landed
+    const fourth = putText(kvUrl(A.url, 'k61'), 'v4')
+    await pollUntil(() => A.kv.service.batches.size === 1, { what: 'v4 to open the next batch' })
+    stall.resume()
+    expect((await third).status).toBe(204)
+    stall.restore()
+    expect((await fourth).status).toBe(204)
+    expect(puts).toEqual(['v2', 'v3', 'v4'])
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the releases' })
+    expect(await fences('hold')).toBe(holds0 + 3)
+    for (const n of [A, B]) expect((await get(n, 'k61')).body).toBe('v4')
+  })
+
   test('heldReads ask: the releases wait for the writer\'s own cache update, where the write takes effect', async () => {
     const { nodes: { A, B } } = await replicaSet({ options: ASK })
     await putText(kvUrl(A.url, 'k51'), 'old')

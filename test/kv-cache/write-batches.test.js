@@ -17,7 +17,8 @@ describe('WriteBatches: group commit of one key\'s writes', () => {
     const batches = new WriteBatches(queue, () => joined++)
     const ran = []
     const first = gate()
-    const run = async (w) => {
+    const run = async (seal) => {
+      const w = seal()
       ran.push(w)
       if (w === 'a') await first.promise
       return { value: `applied ${w}`, after: null }
@@ -45,7 +46,8 @@ describe('WriteBatches: group commit of one key\'s writes', () => {
     const batches = new WriteBatches(new KeyQueue())
     const ran = []
     const first = gate()
-    const run = async (w) => {
+    const run = async (seal) => {
+      const w = seal()
       ran.push(w)
       if (w.v === 1) await first.promise
       return { value: w.v, after: null }
@@ -63,7 +65,8 @@ describe('WriteBatches: group commit of one key\'s writes', () => {
   test('a failed batch fails every write in it, and the next batch still runs', async () => {
     const batches = new WriteBatches(new KeyQueue())
     const first = gate()
-    const run = async (w) => {
+    const run = async (seal) => {
+      const w = seal()
       if (w === 'a') await first.promise
       if (w === 'c') throw Object.assign(new Error('fenced'), { code: 'X' })
       return { value: w, after: null }
@@ -83,7 +86,8 @@ describe('WriteBatches: group commit of one key\'s writes', () => {
     const batches = new WriteBatches(queue)
     const order = []
     const first = gate()
-    const run = async (w) => {
+    const run = async (seal) => {
+      const w = seal()
       order.push(`write ${w}`)
       if (w === 'a1') await first.promise
       return { value: w, after: null }
@@ -104,7 +108,8 @@ describe('WriteBatches: group commit of one key\'s writes', () => {
     const batches = new WriteBatches(queue)
     const releases = gate()
     const order = []
-    const run = async (w) => {
+    const run = async (seal) => {
+      const w = seal()
       order.push(`apply ${w}`)
       const after = w === 'a' ? releases.promise.then(() => { order.push('released a') }) : null
       return { value: w, after }
@@ -129,5 +134,52 @@ describe('WriteBatches: group commit of one key\'s writes', () => {
     expect(next).toBe(false)
     c.open()
     expect(await d).toBe('d')
+  })
+
+  test('a batch stays open after its turn came until its runner seals it: a write arriving meanwhile joins it and is what it applies; one arriving after the seal starts the next batch', async () => {
+    let joined = 0
+    const batches = new WriteBatches(new KeyQueue(), () => joined++)
+    const holds = gate()
+    const store = gate()
+    const ran = []
+    const run = async (seal, peek) => {
+      ran.push(`hold (last so far ${peek()})`)
+      await holds.promise // the replicas' holds carry no value
+      const w = seal()
+      ran.push(`store ${w}`)
+      await store.promise
+      return { value: `applied ${w}`, after: null }
+    }
+    const a = batches.write('k', 'g', 'a', run)
+    expect(ran).toEqual(['hold (last so far a)'])
+    expect(batches.size).toBe(1) // running, not sealed: open
+    const b = batches.write('k', 'g', 'b', run)
+    expect(joined).toBe(1)
+    holds.open()
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(ran).toEqual(['hold (last so far a)', 'store b'])
+    expect(batches.size).toBe(0) // sealed
+    const c = batches.write('k', 'g', 'c', run) // after the seal: the next batch, behind this one
+    expect(joined).toBe(1)
+    expect(batches.size).toBe(1)
+    store.open()
+    expect(await Promise.all([a, b, c])).toEqual(['applied b', 'applied b', 'applied c'])
+    expect(ran).toEqual(['hold (last so far a)', 'store b', 'hold (last so far c)', 'store c'])
+  })
+
+  test('a batch whose run fails before sealing fails every write that joined it, and is closed: the next write starts afresh', async () => {
+    const batches = new WriteBatches(new KeyQueue())
+    const holds = gate()
+    const run = async (seal) => {
+      await holds.promise
+      throw Object.assign(new Error('replica unavailable: not applied'), { code: 'X' })
+    }
+    const a = batches.write('k', 'g', 'a', run)
+    const b = batches.write('k', 'g', 'b', run)
+    holds.open()
+    await expect(a).rejects.toThrow('not applied')
+    await expect(b).rejects.toThrow('not applied')
+    expect(batches.size).toBe(0)
+    await expect(batches.write('k', 'g', 'c', async (seal) => ({ value: seal(), after: null }))).resolves.toBe('c')
   })
 })
