@@ -44,6 +44,22 @@ function stallPutsAfterLanding (node) {
   return { landed: landed.p, resume: resume.open, restore: () => { store.put = realPut } }
 }
 
+/**
+ * `node`'s holds wait for `resume()` before they are sent: `holding` resolves
+ * when the first one waits; `restore()` sends later ones at once again.
+ */
+function gateHolds (node) {
+  const holding = gate()
+  const resume = gate()
+  const fencer = node.kv.service.fencer
+  const realSend = fencer.send.bind(fencer)
+  fencer.send = async (phase, ...rest) => {
+    if (phase === 'hold') { holding.open(); await resume.p }
+    return realSend(phase, ...rest)
+  }
+  return { holding: holding.p, resume: resume.open, restore: () => { fencer.send = realSend } }
+}
+
 /** The keys `node` reads from DynamoDB from now on. */
 function countStoreGets (node) {
   const calls = []
@@ -174,20 +190,13 @@ describe('kv-cache with replicated slices', () => {
     const { nodes: { A, B } } = await replicaSet({ ids: ['A', 'B'], options: { heldReads: 'wait', heldReadWaitMs: 100 } })
     await putText(kvUrl(A.url, 'k53'), 'old')
     await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
-    const holding = gate()
-    const resume = gate()
-    const fencer = A.kv.service.fencer
-    const realSend = fencer.send.bind(fencer)
-    fencer.send = async (phase, ...rest) => {
-      if (phase === 'hold') { holding.open(); await resume.p }
-      return realSend(phase, ...rest)
-    }
+    const holds = gateHolds(A)
     const stall = stallPutsAfterLanding(A)
     const w = putText(kvUrl(A.url, 'k53'), 'new')
-    await holding.p
+    await holds.holding
     expect(A.kv.service.holds.held('k53')).toBe(false)
     expect(await get(A, 'k53')).toEqual({ status: 200, body: 'old', outcome: 'hit' })
-    resume.open()
+    holds.resume()
     await stall.landed
     expect(A.kv.service.holds.held('k53')).toBe(true) // DynamoDB has 'new': the writer serves nothing of the key from its cache
     expect(B.kv.service.holds.held('k53')).toBe(true)
@@ -204,24 +213,17 @@ describe('kv-cache with replicated slices', () => {
     const fences = (phase) => registryValue(B.registry, 'chopper_kv_fences_received_total', { phase })
     const [holds0, releases0] = [await fences('hold'), await fences('release')]
     const joined0 = await registryValue(A.registry, 'chopper_kv_batched_writes_total')
-    const holding = gate()
-    const resume = gate()
-    const fencer = A.kv.service.fencer
-    const realSend = fencer.send.bind(fencer)
-    fencer.send = async (phase, ...rest) => {
-      if (phase === 'hold') { holding.open(); await resume.p }
-      return realSend(phase, ...rest)
-    }
+    const holds = gateHolds(A)
     const puts = []
     const store = A.kv.service.store
     const realPut = store.put.bind(store)
     store.put = (key, value, ...rest) => { puts.push(value.toString()); return realPut(key, value, ...rest) }
     const first = putText(kvUrl(A.url, 'k61'), 'v1')
-    await holding.p // v1's batch is running: its holds are out, no DynamoDB write yet
+    await holds.holding // v1's batch is running: its holds are out, no DynamoDB write yet
     const second = putText(kvUrl(A.url, 'k61'), 'v2')
     await pollUntil(async () => (await registryValue(A.registry, 'chopper_kv_batched_writes_total')) === joined0 + 1, { what: 'v2 to join the running batch' })
-    fencer.send = realSend
-    resume.open()
+    holds.restore()
+    holds.resume()
     const [r1, r2] = await Promise.all([first, second])
     expect([r1.status, r2.status]).toEqual([204, 204])
     expect(puts).toEqual(['v2']) // one DynamoDB write, of the batch's last value
