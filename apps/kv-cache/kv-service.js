@@ -30,6 +30,8 @@ const LATE_LIFT_MAX_MS = 4000
 const untaken = (r) => [...r.notAdmitted, ...r.dropped, ...r.failed.map((f) => f.target)]
 /** A failure of fencer.send that was an answer, a 4xx (421 is not_admitted): the replica refused. */
 const refusal = (f) => f.status !== undefined && f.status < 500
+/** What a batch's write `w` is (#batched): a put's value, or null for a delete. */
+const opOf = (w) => (w === null ? 'delete' : 'put')
 
 /**
  * The look-aside cache logic of paper 6.1, independent of HTTP:
@@ -432,7 +434,6 @@ class KvService {
   #operation (key, sliceKey, generation, w) {
     if (w === null) {
       return {
-        op: 'delete',
         store: () => this.#write('delete', key, sliceKey, () => this.store.delete(key, { generation })),
         cache: async () => {
           if ((await this.#dropEntry(key, sliceKey)) !== null) this.metrics.invalidations.inc({ reason: 'delete' })
@@ -442,7 +443,6 @@ class KvService {
     const { value, contentType } = w
     let tag
     return {
-      op: 'put',
       store: () => {
         tag = this.epochs.now()
         return this.#write('put', key, sliceKey, () => this.store.put(key, value, contentType, { generation }))
@@ -513,7 +513,7 @@ class KvService {
     // Until the batch is sealed, right before its DynamoDB write, writes of the key
     // that arrive join it (write-batches.js): the holds carry no value. `op` is its
     // last write's so far, for the logs and metrics of a hold that fails.
-    let op = peek() === null ? 'delete' : 'put'
+    let op = opOf(peek())
     const fenceId = this.fenceIds + (this.fenceSeq++).toString(36)
     const ask = this.heldReads === 'ask'
     const what = { key, generation, fenceId, dropped: (target) => this.replicaDropped(target.id, sliceKey, generation) }
@@ -549,9 +549,8 @@ class KvService {
     const selfHeld = !ask || held.notAdmitted.length > 0 || held.dropped.length > 0
     if (selfHeld) this.hold(key, sliceKey, fenceId)
     const written = seal()
-    const operation = this.#operation(key, sliceKey, generation, written)
-    op = operation.op
-    const { store, cache } = operation
+    op = opOf(written)
+    const { store, cache } = this.#operation(key, sliceKey, generation, written)
     let ver
     try {
       ver = await store()

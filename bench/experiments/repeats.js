@@ -24,8 +24,13 @@ const { InvalidArgumentError } = require('../../core/errors')
 /** Most runs per contender and scenario. */
 const MAX_REPEATS = 9
 
-function checkRepeats (n, name = 'repeats') {
-  if (!Number.isInteger(n) || n < 1 || n > MAX_REPEATS) throw new InvalidArgumentError(`invalid ${name}: expected an integer from 1 to ${MAX_REPEATS}, got ${JSON.stringify(n)}`)
+/** Whether `n` runs per contender can be asked for: an integer from 1 to MAX_REPEATS. */
+function isRepeatCount (n) {
+  return Number.isInteger(n) && n >= 1 && n <= MAX_REPEATS
+}
+
+function checkRepeats (n) {
+  if (!isRepeatCount(n)) throw new InvalidArgumentError(`invalid repeats: expected an integer from 1 to ${MAX_REPEATS}, got ${JSON.stringify(n)}`)
   return n
 }
 
@@ -100,4 +105,4 @@ function foldRuns (entries, by) {
   return { ...entries[i], repeats: { count: entries.length, by, chosen: i + 1, runs: entries.map(runSummary) } }
 }
 
-module.exports = { MAX_REPEATS, checkRepeats, rankedBy, medianRun, runOrder, foldRuns, runSummary }
+module.exports = { MAX_REPEATS, isRepeatCount, checkRepeats, rankedBy, medianRun, runOrder, foldRuns, runSummary }

@@ -20,7 +20,7 @@ const { loadScenario, scenarioNames } = require('./scenario')
 const { runScenario, environment } = require('./harness')
 const { CONTENDER_NAMES } = require('./contenders')
 const { renderReport, headline } = require('./report')
-const { MAX_REPEATS } = require('./repeats')
+const { MAX_REPEATS, isRepeatCount } = require('./repeats')
 
 const USAGE = `usage: node bench/experiments/run.js (<scenario>... | --all) [--time-scale X] [--rate-scale X] [--repeat N] [--store-latency-ms N] [--contenders ${CONTENDER_NAMES.join(',')}] [--strategy-options JSON] [--load-metric cost|requests] [--frontend-options JSON] [--app-options JSON] [--out DIR]
        node bench/experiments/run.js --report DIR/experiments.json   (rebuild the HTML)
@@ -64,7 +64,7 @@ async function main (argv) {
   const rateScale = Number(values['rate-scale'])
   if (!(rateScale > 0 && rateScale <= 1)) throw usageError(`--rate-scale: expected a number > 0 and <= 1, got ${JSON.stringify(values['rate-scale'])}`)
   const repeats = Number(values.repeat)
-  if (!(Number.isInteger(repeats) && repeats >= 1 && repeats <= MAX_REPEATS)) throw usageError(`--repeat: expected an integer from 1 to ${MAX_REPEATS}, got ${JSON.stringify(values.repeat)}`)
+  if (!isRepeatCount(repeats)) throw usageError(`--repeat: expected an integer from 1 to ${MAX_REPEATS}, got ${JSON.stringify(values.repeat)}`)
   const storeLatency = values['store-latency-ms'] === undefined ? undefined : Number(values['store-latency-ms'])
   if (storeLatency !== undefined && !(storeLatency >= 0 && storeLatency <= 1000)) throw usageError(`--store-latency-ms: expected a number of ms from 0 to 1000, got ${JSON.stringify(values['store-latency-ms'])}`)
   const contenders = values.contenders ? values.contenders.split(',').map((s) => s.trim()) : CONTENDER_NAMES
