@@ -54,10 +54,12 @@ async function recordingRelay (target) {
       const headers = { ...req.headers }
       delete headers.host
       delete headers.connection
-      seen.push({ method: req.method, path: req.url, headers, body: body.toString('utf8') })
+      // recorded once the target has answered it: a test that replays what it saw replays a request already served
+      const seenAs = { method: req.method, path: req.url, headers, body: body.toString('utf8') }
       try {
         const up = await request(target + req.url, { method: req.method, headers, body: body.length ? body : undefined })
         const text = await up.body.text()
+        seen.push(seenAs)
         res.writeHead(up.statusCode, { 'content-type': up.headers['content-type'] || 'application/json' })
         res.end(text)
       } catch (err) {

@@ -36,6 +36,9 @@ describe('ownership edge cases', () => {
     await pollUntil(() => s.guard.stats.held === 1, { what: 'the request to be held' })
     req.destroy() // the client gives up
     await pollUntil(() => req.destroyed && req.socket && req.socket.destroyed, { what: 'the socket to close' })
+    // ...and the server has seen it close (the held request's 'close'), before the grant comes
+    const connections = () => new Promise((resolve) => s.listeners.data.getConnections((err, n) => resolve(err ? -1 : n)))
+    await pollUntil(async () => (await connections()) === 0, { what: 'the server to see the client leave' })
     const admittedBefore = s.guard.stats.admitted
     // The grant arrives: the abandoned request must not run, and nothing stays in flight.
     const grant = await putJson(`${s.urls.controlUrl}/v1/assignment`, layout(2, false))
