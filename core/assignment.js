@@ -117,6 +117,22 @@ function evenAssignment (servers, generation = 1) {
   return { generation, slices, servers: cloneServers(servers) }
 }
 
+/**
+ * Slice `sl` cut into `parts` slices of (nearly) equal length, each with its
+ * servers; fewer when it is shorter than `parts` keys.
+ * @param {{start:number, end:number, servers:string[]}} sl
+ * @param {number} parts
+ */
+function cutEvenly (sl, parts) {
+  const len = sl.end - sl.start
+  const n = Math.max(1, Math.min(parts, len))
+  return Array.from({ length: n }, (_, j) => ({
+    start: sl.start + Math.floor((j * len) / n),
+    end: sl.start + Math.floor(((j + 1) * len) / n),
+    servers: sl.servers.slice()
+  }))
+}
+
 function cloneServers (servers) {
   const out = {}
   for (const id of Object.keys(servers).sort()) out[id] = { url: servers[id].url }
@@ -256,6 +272,7 @@ function spreadLoads (a, reports, valueOf = countOf) {
 }
 
 module.exports = {
+  cutEvenly,
   validateAssignment,
   acceptsUpdate,
   checkPlausible,

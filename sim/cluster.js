@@ -5,7 +5,7 @@ const hdr = require('hdr-histogram-js')
 const { getStrategy } = require('../controller/strategies')
 const { SliceMap } = require('../core/slice-map')
 const { KEYSPACE_SIZE } = require('../core/keyspace')
-const { validateAssignment, keyChurn, sameLayout } = require('../core/assignment')
+const { validateAssignment, keyChurn, sameLayout, cutEvenly } = require('../core/assignment')
 const { createRng, deriveSeed } = require('../loadgen/prng')
 const { InvalidArgumentError } = require('../core/errors')
 const { choose, checkPolicy, ReplicaLoad } = require('../core/replica-choice')
@@ -337,15 +337,7 @@ function poisson (lambda, rng) {
 function refine (a, target) {
   const parts = Math.max(1, Math.round(target / a.slices.length))
   if (parts === 1) return a
-  const slices = []
-  for (const s of a.slices) {
-    const len = s.end - s.start
-    const m = Math.min(parts, len)
-    for (let i = 0; i < m; i++) {
-      slices.push({ start: s.start + Math.floor((i * len) / m), end: s.start + Math.floor(((i + 1) * len) / m), servers: s.servers.slice() })
-    }
-  }
-  return validateAssignment({ ...a, slices })
+  return validateAssignment({ ...a, slices: a.slices.flatMap((s) => cutEvenly(s, parts)) })
 }
 
 /**

@@ -215,9 +215,10 @@ describe('the controller balances on cost by default', () => {
     for (const c of closers.splice(0).reverse()) await c()
   })
 
-  /** Two app servers, one slice each; each request states its cost (10 ms on app-1's key, 1 ms on app-2's). POST /hang is a write that stays open. */
+  /** Two app servers, one slice each (the paper's initial layout); each request states its cost (10 ms on app-1's key, 1 ms on app-2's). POST /hang is a write that stays open. */
   async function stack (loadMetric, controllerOptions = {}) {
-    const controller = createController({ periodMs: 600000, startupFenceMs: 0, quietBelow: 0, ...(loadMetric ? { loadMetric } : {}), ...controllerOptions })
+    const strategyOptions = { initialSlicesPerServer: 1, ...controllerOptions.strategyOptions }
+    const controller = createController({ periodMs: 600000, startupFenceMs: 0, quietBelow: 0, ...(loadMetric ? { loadMetric } : {}), ...controllerOptions, strategyOptions })
     await controller.start()
     closers.push(() => controller.close())
     const members = {}

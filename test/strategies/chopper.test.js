@@ -197,6 +197,7 @@ describe('chopperRound', () => {
         moveMeanNoise: 3,
         skipOverBudgetSlices: true,
         maxSlices: 65536,
+        initialSlicesPerServer: 0,
         minSliceLength: 1,
         splitNoise: 2,
         hotKeyShare: 0.5,

@@ -16,6 +16,8 @@ const { vote, hotKeysOf } = require('../../core/hot-keys')
  * period against 10), a new hot set each phase, as in scenarios 1 and 5.
  */
 const servers = { a: { url: 'http://127.0.0.1:1/a' }, b: { url: 'http://127.0.0.1:1/b' }, c: { url: 'http://127.0.0.1:1/c' } }
+// these tests start from the paper's layout, one slice per server (the default cuts each in 4)
+const PAPER_LAYOUT = { initialSlicesPerServer: 1 }
 const keys = (hotFrom) => Array.from({ length: 10 }, (_, i) => ({ key: sliceKey(`key-${i}`), weight: i >= hotFrom && i < hotFrom + 3 ? 100 : 10 }))
 
 /** One period's loads and (withHot) hot keys: requests interleaved key by key, as they would arrive. */
@@ -43,7 +45,7 @@ function period (a, set, withHot) {
 
 /** Per phase: which rounds changed the layout (1) and the imbalance before each round. */
 function run (withHot, rounds = 30) {
-  let a = strategies.chopper.initial(servers)
+  let a = strategies.chopper.initial(servers, PAPER_LAYOUT)
   const phases = []
   for (let p = 0; p < 3; p++) {
     const set = keys(p * 3)
@@ -89,8 +91,8 @@ describe('hot-key cuts in a closed loop', () => {
   })
 
   test('hotKeyShare 0 turns the cuts off: the same rounds as without votes', () => {
-    let a = strategies.chopper.initial(servers)
-    let b = strategies.chopper.initial(servers)
+    let a = strategies.chopper.initial(servers, PAPER_LAYOUT)
+    let b = strategies.chopper.initial(servers, PAPER_LAYOUT)
     const set = keys(0)
     for (let r = 0; r < 10; r++) {
       const pa = period(a, set, true)
@@ -104,7 +106,7 @@ describe('hot-key cuts in a closed loop', () => {
 
 describe('a round with a hot key', () => {
   test('the key is cut out before replication: replicating it costs one key, not the slice it was in', () => {
-    const a = strategies.chopper.initial(servers) // 3 slices, 2 servers each
+    const a = strategies.chopper.initial(servers, PAPER_LAYOUT) // 3 slices, 2 servers each
     const loads = [300, 50, 50]
     const h = a.slices[0].start + 12345
     const withKey = strategies.chopper.chopperRound(a, loads, {}, { hotKeys: [{ key: h, load: 270 }, null, null] })
@@ -118,7 +120,7 @@ describe('a round with a hot key', () => {
   })
 
   test('a slice with a frozen server is not cut (its load is a stale guess)', () => {
-    const a = strategies.chopper.initial(servers)
+    const a = strategies.chopper.initial(servers, PAPER_LAYOUT)
     const h = a.slices[0].start + 7
     const r = strategies.chopper.chopperRound(a, [300, 50, 50], {}, { hotKeys: [{ key: h, load: 270 }, null, null], unknownServers: [a.slices[0].servers[1]] })
     expect(r.ops.filter((o) => o.hotKey !== undefined)).toEqual([])
@@ -126,7 +128,7 @@ describe('a round with a hot key', () => {
 })
 
 describe('inputs.hotKeys validation', () => {
-  const a = strategies.chopper.initial(servers)
+  const a = strategies.chopper.initial(servers, PAPER_LAYOUT)
   const loads = a.slices.map(() => 10)
   const round = (hotKeys) => () => strategies.chopper.chopperRound(a, loads, {}, { hotKeys })
 

@@ -414,7 +414,7 @@ describe('split noise (splitNoise): under a steady load the map settles', () => 
 describe('a standby replica for every slice (minReplicas 2)', () => {
   test('slices on the same servers merge again: the slice count stays bounded round after round', () => {
     const real = require('../../controller/strategies/chopper')
-    const o = { minReplicas: 2 }
+    const o = { minReplicas: 2, initialSlicesPerServer: 1 }
     let a = real.initial({ a: { url: 'http://127.0.0.1:1' }, b: { url: 'http://127.0.0.1:2' }, c: { url: 'http://127.0.0.1:3' } }, o)
     for (let r = 0; r < 30; r++) a = real.rebalance(a, a.slices.map((s, i) => (i % 7 === 0 ? 50 : 5)), o)
     expect(a.slices.length).toBeLessThan(40) // without same-set merges: doubling every round
@@ -423,13 +423,54 @@ describe('a standby replica for every slice (minReplicas 2)', () => {
   const real = require('../../controller/strategies/chopper')
   const servers3 = { a: { url: 'http://127.0.0.1:1' }, b: { url: 'http://127.0.0.1:2' }, c: { url: 'http://127.0.0.1:3' } }
   test('the initial layout puts each slice on its server and the next one; a round keeps at least 2 everywhere', () => {
-    const o = { minReplicas: 2 }
+    const o = { minReplicas: 2, initialSlicesPerServer: 1 }
     const a = real.initial(servers3, o)
     expect(a.slices.map((s) => s.servers)).toEqual([['a', 'b'], ['b', 'c'], ['c', 'a']])
     const next = real.rebalance(a, [30, 10, 10], o)
     for (const s of next.slices) expect(s.servers.length).toBeGreaterThanOrEqual(2)
     expect(real.initial({ a: servers3.a }, o).slices[0].servers).toEqual(['a']) // capped at the server count
     expect(real.initial(servers3, { ...o, replicate: false }).slices.map((s) => s.servers.length)).toEqual([1, 1, 1])
-    expect(real.initial(servers3).slices.map((s) => s.servers.length)).toEqual([2, 2, 2]) // the default: 2
+    expect(real.initial(servers3, { initialSlicesPerServer: 1 }).slices.map((s) => s.servers.length)).toEqual([2, 2, 2]) // the default: 2
+  })
+
+  test('by default each server\'s 1/n is cut in 4 slices with the same servers (1 without standbys); maxSlices bounds the cut', () => {
+    const a = real.initial(servers3)
+    expect(validateAssignment(a)).toBe(a)
+    expect(a.slices).toHaveLength(12)
+    const paper = real.initial(servers3, { initialSlicesPerServer: 1 })
+    paper.slices.forEach((s, i) => {
+      const parts = a.slices.slice(4 * i, 4 * i + 4)
+      expect(parts.map((p) => p.servers)).toEqual(Array(4).fill(s.servers))
+      expect([parts[0].start, parts[3].end]).toEqual([s.start, s.end]) // contiguous: the same keys as the paper's slice
+      for (const p of parts) expect(p.end - p.start).toBeGreaterThanOrEqual(Math.floor((s.end - s.start) / 4))
+    })
+    expect(real.initial(servers3, { initialSlicesPerServer: 8 }).slices).toHaveLength(24)
+    expect(real.initial(servers3, { minReplicas: 1 }).slices).toHaveLength(3) // single owners: the paper's layout
+    expect(real.initial(servers3, { replicate: false }).slices).toHaveLength(3)
+    expect(real.initial({ a: servers3.a }).slices).toHaveLength(1) // one server: no standby to give
+    expect(real.initial(servers3, { maxSlices: 7 }).slices).toHaveLength(6) // 2 per server: 3 x 2 <= 7
+    expect(real.initial(servers3, { maxSlices: 3 }).slices).toHaveLength(3)
+  })
+
+  test('from the default layout, the scenarios\' first hot set is balanced in one round with the votes; from the paper\'s it takes two', () => {
+    const roundsToBalance = (opts) => {
+      let a = real.initial(servers3, opts)
+      const keys = Array.from({ length: 10 }, (_, i) => ({ key: sliceKey(`key-${i}`), weight: i < 3 ? 80 / 3 + 2 : 2 }))
+      for (let r = 0; r < 6; r++) {
+        const map = new SliceMap(a)
+        const loads = new Float64Array(a.slices.length)
+        for (const { key, weight } of keys) loads[map.indexOf(key)] += weight
+        if (imbalance(serverLoads(a, loads)) < 1.25) return r
+        const hotKeys = a.slices.map((s) => {
+          const inside = keys.filter((k) => k.key >= s.start && k.key < s.end).sort((x, y) => y.weight - x.weight)
+          const votes = inside.length === 0 ? 0 : inside[0].weight - inside.slice(1).reduce((t, k) => t + k.weight, 0)
+          return votes > 0 ? { key: inside[0].key, load: votes } : null
+        })
+        a = real.rebalance(a, loads, opts, { hotKeys })
+      }
+      return Infinity
+    }
+    expect(roundsToBalance({})).toBe(1)
+    expect(roundsToBalance({ initialSlicesPerServer: 1 })).toBe(2)
   })
 })
