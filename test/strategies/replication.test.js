@@ -451,26 +451,4 @@ describe('a standby replica for every slice (minReplicas 2)', () => {
     expect(real.initial(servers3, { maxSlices: 7 }).slices).toHaveLength(6) // 2 per server: 3 x 2 <= 7
     expect(real.initial(servers3, { maxSlices: 3 }).slices).toHaveLength(3)
   })
-
-  test('from the default layout, the scenarios\' first hot set is balanced in one round with the votes; from the paper\'s it takes two', () => {
-    const roundsToBalance = (opts) => {
-      let a = real.initial(servers3, opts)
-      const keys = Array.from({ length: 10 }, (_, i) => ({ key: sliceKey(`key-${i}`), weight: i < 3 ? 80 / 3 + 2 : 2 }))
-      for (let r = 0; r < 6; r++) {
-        const map = new SliceMap(a)
-        const loads = new Float64Array(a.slices.length)
-        for (const { key, weight } of keys) loads[map.indexOf(key)] += weight
-        if (imbalance(serverLoads(a, loads)) < 1.25) return r
-        const hotKeys = a.slices.map((s) => {
-          const inside = keys.filter((k) => k.key >= s.start && k.key < s.end).sort((x, y) => y.weight - x.weight)
-          const votes = inside.length === 0 ? 0 : inside[0].weight - inside.slice(1).reduce((t, k) => t + k.weight, 0)
-          return votes > 0 ? { key: inside[0].key, load: votes } : null
-        })
-        a = real.rebalance(a, loads, opts, { hotKeys })
-      }
-      return Infinity
-    }
-    expect(roundsToBalance({})).toBe(1)
-    expect(roundsToBalance({ initialSlicesPerServer: 1 })).toBe(2)
-  })
 })
