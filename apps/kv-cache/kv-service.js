@@ -30,7 +30,7 @@ const LATE_LIFT_MAX_MS = 4000
 const untaken = (r) => [...r.notAdmitted, ...r.dropped, ...r.failed.map((f) => f.target)]
 /** A failure of fencer.send that was an answer, a 4xx (421 is not_admitted): the replica refused. */
 const refusal = (f) => f.status !== undefined && f.status < 500
-/** What a batch's write `w` is (#batched): a put's value, or null for a delete. */
+/** The op of a batch's write `w` (#batched): 'put' for a put's value, 'delete' for null. */
 const opOf = (w) => (w === null ? 'delete' : 'put')
 
 /**

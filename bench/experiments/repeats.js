@@ -39,7 +39,7 @@ function rankedBy (experiment) {
   return experiment.kind === 'rising' ? 'maxSustainedRate' : 'p99'
 }
 
-/** The figures of one run kept for every repeat (null figures where the run failed). */
+/** The figures of one run kept for every repeat; a failed run keeps its error message instead. */
 function runSummary (entry, index) {
   if (!entry.ok) return { run: index + 1, ok: false, error: entry.error ? entry.error.message : 'failed' }
   return {

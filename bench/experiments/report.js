@@ -353,6 +353,7 @@ function renderReport (doc) {
   const passed = checks.filter((h) => h.met).length
   const heads = all.filter((h) => !h.doneWhen).map(row).join('')
   const env = doc.environment || {}
+  const repeats = repeatCount(doc)
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Chopper experiments</title>
 <style>
@@ -372,7 +373,7 @@ code { background: #f4f4f4; padding: 0 3px; }
 ${scaleNote(doc)}
 <p class="note">Each scenario runs the same seeded, open-loop workload (latency from each request's intended send time, so queueing is counted) against each contender in turn, each with fresh app servers. Imbalance = max ÷ mean of requests served per server in each period-long window. Affinity = share of each key's requests (per phase) served by the server that served most of them. Hit rate = cache hits ÷ gets, from the app servers' counters. Churn = share of the keyspace that changed owner per controller round (none without a controller). HAProxy's app servers run without ownership checks.</p>
 <h2>Done when (issue 10): ${passed} of ${checks.length} checks pass</h2>
-${repeatCount(doc) > 1 ? `<p class="note">From ${repeatCount(doc)} runs of every contender in every scenario: each check uses each contender's median run (by p99; by maximum sustained throughput on a rising rate). Every run's figure is listed under its scenario's table.</p>` : ''}
+${repeats > 1 ? `<p class="note">From ${repeats} runs of every contender in every scenario: each check uses each contender's median run (by p99; by maximum sustained throughput on a rising rate). Every run's figure is listed under its scenario's table.</p>` : ''}
 ${checks.length ? `<table><tr><th>check</th><th>measured</th><th>goal</th><th>result</th></tr>${checks.map(row).join('')}</table>` : '<p class="note">None of the checks has its scenarios and contenders in this run.</p>'}
 ${heads ? `<h2>Reference figures</h2>\n<table><tr><th>comparison</th><th>measured</th><th>goal</th><th>result</th></tr>${heads}</table>` : ''}
 ${doc.scenarios.map(scenarioSection).join('\n')}
