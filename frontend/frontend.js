@@ -99,7 +99,7 @@ function createFrontend (options = {}) {
   reserved.disable('etag')
   reserved.get('/healthz', (req, res) => {
     const ok = table.map !== null
-    res.status(ok ? 200 : 503).json({ ok, frontendId: id, generation: table.generation })
+    res.status(ok ? 200 : 503).json({ ok, frontendId: id, generation: table.generation, replicaChoice: router.policy })
   })
   reserved.get('/metrics', async (req, res) => {
     const text = opts.metricsText ? await opts.metricsText() : await metrics.registry.metrics()

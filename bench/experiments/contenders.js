@@ -15,10 +15,13 @@ const { pollUntil } = require('../../core/poll')
  * The contenders, in run order. Each serves the same seeded workload with
  * fresh app servers (cold caches, empty queues), so none inherits another's
  * state. The Chopper contenders use the front end's default replica choice
- * ('p2c', power of two choices on in-flight requests).
+ * ('p2c', power of two choices on in-flight requests), except `chopper-lc`:
+ * the same as `chopper` with least connected (`replicaChoice: 'lc'`), which
+ * `frontendOptions` sets over --frontend-options.
  */
 const CONTENDERS = Object.freeze({
   chopper: { label: 'Chopper', router: 'chopper front end', strategy: 'chopper', replication: 'on (strategy default: a standby for every slice, more for hot ones)' },
+  'chopper-lc': { label: 'Chopper, least connected', router: 'chopper front end', strategy: 'chopper', frontendOptions: Object.freeze({ replicaChoice: 'lc' }), replication: 'on (as chopper); reads to the replica with the fewest in flight' },
   'chopper-single': { label: 'Chopper, no replication', router: 'chopper front end', strategy: 'chopper', strategyOptions: Object.freeze({ replicate: false }), replication: 'off' },
   'chopper-hot-only': { label: 'Chopper, replicas for hot slices only', router: 'chopper front end', strategy: 'chopper', strategyOptions: Object.freeze({ minReplicas: 1 }), replication: 'minReplicas 1 (Slicer: only what is hot)' },
   'consistent-hash': { label: 'Consistent hashing', router: 'chopper front end', strategy: 'consistent-hash' },
@@ -126,7 +129,8 @@ async function startChopperSide (c, experiment, ids, appOptions, closers, logger
       connections: experiment.connections,
       upstreamTimeoutMs: experiment.timeoutMs + 5000,
       clusterToken,
-      ...experiment.frontendOptions // --frontend-options (run.js), e.g. {"dataServer":"node","upstreamClient":"undici"}
+      ...experiment.frontendOptions, // --frontend-options (run.js), e.g. {"dataServer":"node","upstreamClient":"undici"}
+      ...c.frontendOptions // the contender's own (chopper-lc)
     }
     if (separate) {
       const fe = await startRouterProcess('frontend', options, { logLevel })

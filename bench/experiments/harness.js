@@ -100,6 +100,7 @@ async function runContender (name, experiment, workload, logger) {
       preload = { requests: p.totals.scheduled, errors: p.totals.errorCount }
       if (p.totals.errorCount > 0) throw new InvalidArgumentError(`preload failed: ${p.totals.errorCount} of ${p.totals.scheduled} writes failed (${JSON.stringify(p.totals.status)})`)
     }
+    const replicaChoice = sut.hasController ? await replicaChoiceOf(sut.target) : null
     const before = await sut.cacheCounters()
     const roundsBefore = sut.hasController ? (await sut.rounds()).map((x) => x.round) : []
     const runStartedAt = Date.now()
@@ -115,10 +116,23 @@ async function runContender (name, experiment, workload, logger) {
     const stats = await sut.serverStats()
     // Each app server's modelled queue over the whole run (preload included): busy time, peak queue, refusals.
     const servers = sut.serverIds.map((id, i) => ({ id, pid: sut.processes.appServers[id], capacity: stats[i] && stats[i].capacity && pick(stats[i].capacity, ['served', 'busyMs', 'peakQueue', 'refused']), guard: stats[i] && stats[i].guard, kv: stats[i] && stats[i].kv }))
-    return { warmup, preload, haproxyConfig: sut.haproxyConfig, targets: sut.target, processes: sut.processes, servers, ...m, cpu }
+    return { warmup, preload, haproxyConfig: sut.haproxyConfig, targets: sut.target, replicaChoice, processes: sut.processes, servers, ...m, cpu }
   } finally {
     await sut.close()
   }
+}
+
+/**
+ * The replica choice Chopper's front ends say they make (their /healthz): one
+ * policy name when they agree, else the list, in target order.
+ */
+async function replicaChoiceOf (targets) {
+  const seen = []
+  for (const t of targets) {
+    const res = await fetch(new URL('/healthz', t), { signal: AbortSignal.timeout(5000) })
+    seen.push((await res.json()).replicaChoice)
+  }
+  return new Set(seen).size === 1 ? seen[0] : seen
 }
 
 const pick = (o, keys) => Object.fromEntries(keys.map((k) => [k, typeof o[k] === 'number' ? Math.round(o[k] * 1000) / 1000 : o[k]]))

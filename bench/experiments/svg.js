@@ -3,6 +3,7 @@
 /** Colours per contender, fixed so every plot in a report agrees. */
 const COLORS = Object.freeze({
   chopper: '#d62728',
+  'chopper-lc': '#8c564b',
   'chopper-single': '#ff7f0e',
   'chopper-hot-only': '#e377c2',
   'consistent-hash': '#1f77b4',

@@ -12,7 +12,7 @@ const { affinityOf, recoveryPeriods, controllerRecoveryPeriods, errorsOf } = req
 const { headline, renderReport } = require('../../bench/experiments/report')
 const { defaults: kvDefaults } = require('../../apps/kv-cache/options')
 
-const CONTROLLED = ['chopper', 'chopper-single', 'chopper-hot-only', 'consistent-hash']
+const CONTROLLED = ['chopper', 'chopper-lc', 'chopper-single', 'chopper-hot-only', 'consistent-hash']
 
 // A tiny compute scenario: two 1 s phases with different hot keys, 2 servers at ~50 % of the modelled capacity.
 const tiny = {
@@ -132,6 +132,9 @@ describe('experiments harness', () => {
     for (const c of s.contenders) expect(c.processes.routers).toEqual([])
     // The load went to both Chopper front ends, or to the one HAProxy.
     for (const c of s.contenders) expect(c.targets).toHaveLength(CONTROLLED.includes(c.name) ? 2 : 1)
+    // The replica choice each Chopper contender's front ends said they make (/healthz): chopper-lc's own, the default for the rest.
+    const choice = Object.fromEntries(s.contenders.map((c) => [c.name, c.replicaChoice]))
+    expect(choice).toEqual({ chopper: 'p2c', 'chopper-lc': 'lc', 'chopper-single': 'p2c', 'chopper-hot-only': 'p2c', 'consistent-hash': 'p2c', 'haproxy-ch': null, 'haproxy-bounded': null, 'haproxy-random2': null })
     // The done-when checks that apply to any scenario were computed, with a pass or fail each.
     const checks = doc.headline.filter((h) => h.doneWhen)
     expect(checks.map((h) => h.id).sort()).toEqual(['no-loss-vs-consistent-hash', 'p99-vs-random2'])
@@ -207,6 +210,13 @@ describe('experiments harness', () => {
     const kv = { ...r, experiment: { ...r.experiment, app: 'kv-cache', storeLatencyMs: 10 } }
     expect(renderReport({ tool: 'chopper-experiments', environment: { cpus: 2, node: process.version }, scenarios: [kv], headline: [] }))
       .toMatch(/Store latency<\/b> \(<code>--store-latency-ms<\/code>\): dynalite answers every request 10 ms late \(after the rate scale\)/)
+  })
+
+  test('--frontend-options set every Chopper contender\'s front ends, except the replica choice chopper-lc makes its own', async () => {
+    const scenario = validateScenario(tiny, 'tiny')
+    const withRandom = { ...scenario, experiment: { ...scenario.experiment, frontendOptions: { replicaChoice: 'random' } } }
+    const r = await runScenario(withRandom, { contenders: ['chopper', 'chopper-lc'] })
+    expect(r.contenders.map((c) => [c.name, c.ok, c.replicaChoice])).toEqual([['chopper', true, 'random'], ['chopper-lc', true, 'lc']])
   })
 
   test('repeats: every contender runs N times in a rotated order, and its median run stands for it, with every run summarised', async () => {
