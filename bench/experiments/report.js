@@ -156,6 +156,21 @@ function headline (doc) {
       out.push({ id: '1-kv-hot-keys-p90', label: '1-kv-hot-keys: p90 consistent hashing ÷ Chopper (reference; paper > 100×)', value: round(v), goal: null, met: null, text: `${round(v)}× (${ms(ch.latencyMs.p90)} ÷ ${ms(ours.latencyMs.p90)})` })
     }
   }
+  // Not a goal: Chopper with least connected instead of p2c (the chopper-lc contender), where it ran.
+  {
+    const rows = doc.scenarios.map((s) => ({ s, lc: contender(s, 'chopper-lc'), ours: contender(s, 'chopper'), bounded: contender(s, 'haproxy-bounded'), random2: contender(s, 'haproxy-random2') })).filter((r) => r.lc)
+    if (rows.length) {
+      const ratio = (a, b) => (b ? `${round(a.latencyMs.p99 / b.latencyMs.p99)}×` : 'n/a')
+      out.push({
+        id: 'chopper-lc',
+        label: `every scenario (${rows.length}): Chopper with least connected replica choice (chopper-lc), p99 and its ratios to Chopper's (p2c), HAProxy bounded loads' and random(2)'s (for reference)`,
+        value: Object.fromEntries(rows.map((r) => [r.s.scenario, r.lc.latencyMs.p99])),
+        goal: null,
+        met: null,
+        text: rows.map((r) => `${r.s.scenario.split('-')[0]}: ${ms(r.lc.latencyMs.p99)} (${ratio(r.lc, r.ours)}, ${ratio(r.lc, r.bounded)}, ${ratio(r.lc, r.random2)})`).join('; ')
+      })
+    }
+  }
   // Not a goal: which contenders' KV answers were stale (HAProxy's servers keep no replicas coherent).
   {
     const kv = doc.scenarios.filter((s) => s.contenders.some((c) => c.ok && c.staleReads))

@@ -400,6 +400,18 @@ describe('headline: issue 10\'s done-when checks from the data', () => {
     expect(headline(doc()).find((x) => x.id === 'stale-reads')).toBeUndefined() // no KV run checked
   })
 
+  test('chopper-lc: a reference line of its p99 and ratios where it ran, not a check, and no change to the checks', () => {
+    const d = doc()
+    d.scenarios[0].contenders.push(contender('chopper-lc', { p99: 24 }))
+    d.scenarios[1].contenders.push(contender('chopper-lc', { p99: 15 }))
+    const h = headline(d).find((x) => x.id === 'chopper-lc')
+    expect(h).toMatchObject({ met: null, value: { '1-kv-hot-keys': 24, '5-compute-hot-keys': 15 } })
+    expect(h.text).toBe('1: 24 ms (1.2×, 0.8×, 0.96×); 5: 15 ms (0.75×, 0.5×, 1.07×)')
+    expect(h.doneWhen).toBeFalsy()
+    expect(byId(d)).toEqual(byId(doc())) // the checks are Chopper's (p2c), whatever chopper-lc did
+    expect(headline(doc()).find((x) => x.id === 'chopper-lc')).toBeUndefined()
+  })
+
   test('the HTML shows the checks as a table with pass or FAIL', () => {
     const d = { ...doc({ s1: { p99: 31 } }), environment: {}, command: 'x', scenarios: [] }
     d.headline = headline(doc({ s1: { p99: 31 } }))
