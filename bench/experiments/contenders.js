@@ -151,7 +151,7 @@ async function startChopperSide (c, experiment, ids, appOptions, closers, logger
     return true
   }, { timeoutMs: 30000, intervalMs: 20, what: 'every component to hold the current assignment' })
   const routerPids = separate ? [controller.pid, ...frontends.map((f) => f.pid)] : []
-  return { target: frontends.map((f) => f.url), servers, controller: { status: controller.status }, routerPids, haproxy: null }
+  return { target: frontends.map((f) => f.url), servers, controller: { url: controllerUrl, status: controller.status }, routerPids, haproxy: null }
 }
 
 /** App servers without a controller (no ownership checks) behind a generated HAProxy. */

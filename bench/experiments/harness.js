@@ -114,9 +114,11 @@ async function runContender (name, experiment, workload, logger) {
     const cache = after && { hits: after.hits - before.hits, misses: after.misses - before.misses }
     const m = contenderMetrics(r, { experiment, rounds, cache, runStartedAt })
     const stats = await sut.serverStats()
+    // The layout the run ended with: servers per slice (replicas), to tell which slices reads could spread over.
+    const finalLayout = sut.hasController ? await sut.layout() : null
     // Each app server's modelled queue over the whole run (preload included): busy time, peak queue, refusals.
     const servers = sut.serverIds.map((id, i) => ({ id, pid: sut.processes.appServers[id], capacity: stats[i] && stats[i].capacity && pick(stats[i].capacity, ['served', 'busyMs', 'peakQueue', 'refused']), guard: stats[i] && stats[i].guard, kv: stats[i] && stats[i].kv }))
-    return { warmup, preload, haproxyConfig: sut.haproxyConfig, targets: sut.target, replicaChoice, processes: sut.processes, servers, ...m, cpu }
+    return { warmup, preload, haproxyConfig: sut.haproxyConfig, targets: sut.target, replicaChoice, finalLayout, processes: sut.processes, servers, ...m, cpu }
   } finally {
     await sut.close()
   }

@@ -7,6 +7,7 @@
  */
 const { startContender } = require('./contenders')
 const { sumCacheCounters } = require('./metrics')
+const { ControllerClient } = require('../../core/controller-client')
 
 let sut = null
 let closing = null
@@ -41,6 +42,21 @@ const handlers = {
   },
   async serverStats () {
     return Promise.all(sut.servers.map((s) => s.stats()))
+  },
+  /**
+   * The controller's current assignment as [start, end, servers] per slice
+   * (servers: how many hold it, so replicas per slice), or null without a
+   * controller. Read as the members read it (signed with the cluster token).
+   */
+  async layout () {
+    if (!sut.controller) return null
+    const client = new ControllerClient({ controllerUrl: sut.controller.url, clusterToken: process.env.CHOPPER_CLUSTER_TOKEN || undefined })
+    try {
+      const a = await client.getAssignment()
+      return { generation: a.generation, slices: a.slices.map((x) => [x.start, x.end, x.servers.length]) }
+    } finally {
+      await client.close()
+    }
   },
   async rounds () {
     return sut.controller ? (await sut.controller.status()).rounds : null

@@ -15,7 +15,7 @@ const CHILD = path.join(__dirname, 'sut-child.js')
  * @param {string} name contender
  * @param {object} experiment normalised experiment block
  * @param {{ startTimeoutMs?: number }} [options]
- * @returns {Promise<{ target: string[], serverIds: string[], haproxyConfig?: string, hasController: boolean, processes: { sut: number, appServers: Record<string, number>, routers: number[], dynamo?: number }, cacheCounters: () => Promise<object|null>, rounds: () => Promise<object[]|null>, close: () => Promise<void> }>}
+ * @returns {Promise<{ target: string[], serverIds: string[], haproxyConfig?: string, hasController: boolean, processes: { sut: number, appServers: Record<string, number>, routers: number[], dynamo?: number }, cacheCounters: () => Promise<object|null>, rounds: () => Promise<object[]|null>, layout: () => Promise<object|null>, close: () => Promise<void> }>}
  */
 async function startSutProcess (name, experiment, { startTimeoutMs = 60000 } = {}) {
   const child = fork(CHILD, [], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], serialization: 'advanced' })
@@ -63,6 +63,7 @@ async function startSutProcess (name, experiment, { startTimeoutMs = 60000 } = {
     cacheCounters: () => call('cacheCounters'),
     serverStats: () => call('serverStats'),
     rounds: () => call('rounds'),
+    layout: () => call('layout'),
     async close () {
       try {
         await call('close', {}, 30000)

@@ -135,6 +135,20 @@ describe('experiments harness', () => {
     // The replica choice each Chopper contender's front ends said they make (/healthz): chopper-lc's own, the default for the rest.
     const choice = Object.fromEntries(s.contenders.map((c) => [c.name, c.replicaChoice]))
     expect(choice).toEqual({ chopper: 'p2c', 'chopper-lc': 'lc', 'chopper-single': 'p2c', 'chopper-hot-only': 'p2c', 'consistent-hash': 'p2c', 'haproxy-ch': null, 'haproxy-bounded': null, 'haproxy-random2': null })
+    // The layout each run ended with, from its controller: slices tiling the keyspace, servers per slice;
+    // without replication every slice has one server, with the default a standby as well.
+    for (const c of s.contenders) {
+      if (!CONTROLLED.includes(c.name)) { expect(c.finalLayout).toBeNull(); continue }
+      const sl = c.finalLayout.slices
+      expect(c.finalLayout.generation).toBeGreaterThan(0)
+      expect(sl[0][0]).toBe(0)
+      expect(sl[sl.length - 1][1]).toBe(2 ** 32)
+      for (let i = 1; i < sl.length; i++) expect(sl[i][0]).toBe(sl[i - 1][1])
+      for (const [, , n] of sl) expect(n).toBeGreaterThanOrEqual(1)
+    }
+    const servers = (name) => new Set(s.contenders.find((c) => c.name === name).finalLayout.slices.map((x) => x[2]))
+    expect([...servers('chopper-single')]).toEqual([1])
+    expect(Math.min(...servers('chopper'))).toBe(2) // 2 servers in the tiny scenario: every slice on both
     // The done-when checks that apply to any scenario were computed, with a pass or fail each.
     const checks = doc.headline.filter((h) => h.doneWhen)
     expect(checks.map((h) => h.id).sort()).toEqual(['no-loss-vs-consistent-hash', 'p99-vs-random2'])
