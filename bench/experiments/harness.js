@@ -11,6 +11,7 @@ const { haproxyVersion } = require('./haproxy-process')
 const { checkRepeats, rankedBy, runOrder, foldRuns } = require('./repeats')
 const { InvalidArgumentError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
+const { JsonClient } = require('../../core/json-client')
 
 /** Every option of runScenario and its default. */
 const defaults = Object.freeze({
@@ -125,16 +126,19 @@ async function runContender (name, experiment, workload, logger) {
 }
 
 /**
- * The replica choice Chopper's front ends say they make (their /healthz): one
+ * The replica choice Chopper's front ends say they make (their /healthz, over
+ * the control plane's JSON client: a refusal or a timeout is a typed error): one
  * policy name when they agree, else the list, in target order.
  */
 async function replicaChoiceOf (targets) {
-  const seen = []
-  for (const t of targets) {
-    const res = await fetch(new URL('/healthz', t), { signal: AbortSignal.timeout(5000) })
-    seen.push((await res.json()).replicaChoice)
+  const client = new JsonClient({ timeoutMs: 5000 })
+  try {
+    const seen = []
+    for (const t of targets) seen.push((await client.get(new URL('/healthz', t).href)).data.replicaChoice)
+    return new Set(seen).size === 1 ? seen[0] : seen
+  } finally {
+    await client.close()
   }
-  return new Set(seen).size === 1 ? seen[0] : seen
 }
 
 const pick = (o, keys) => Object.fromEntries(keys.map((k) => [k, typeof o[k] === 'number' ? Math.round(o[k] * 1000) / 1000 : o[k]]))
