@@ -20,10 +20,13 @@ const { silent } = require('../../core/logger')
 
 /**
  * Start dynalite in this process on 127.0.0.1 (in-memory, tables created
- * instantly). `stop()` stops answering but keeps the data; `start()` serves it
- * again on the same port (used to test a DynamoDB outage); `close()` ends it.
+ * instantly). `stop()` stops answering at once but keeps the data; `start()`
+ * serves it again on the same port (used to test a DynamoDB outage);
+ * `close({ drainMs })` stops accepting, lets requests in flight answer, then
+ * ends it. `stats()`: requests in flight, and requests aborted before their
+ * body arrived (logged, never thrown).
  * @param {{ logger?, port?: number }} [options] port 0 (default) picks a free one
- * @returns {Promise<{ endpoint: string, port: number, stop(), start(), close() }>}
+ * @returns {Promise<{ endpoint: string, port: number, server, stats(), stop(), start(), close() }>}
  */
 async function startDynalite ({ logger = silent, port = 0 } = {}) {
   const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 })
@@ -32,12 +35,49 @@ async function startDynalite ({ logger = silent, port = 0 } = {}) {
   const log = logger.child({ component: 'dynalite' })
   log.info({ endpoint }, 'in-process dynalite started (embedded DynamoDB; data lives in memory)')
 
-  // dynalite's own close() also closes its in-memory LevelDB and a later
-  // listen() starts empty, so an outage is simulated with the plain
-  // http.Server close, which keeps the data.
+  // dynalite throws a request's 'error' (a client gone before its body
+  // arrived, or a connection dropped by stop() or close()) out of its own
+  // listener: an uncaught exception in the embedding process. Here such an
+  // error is logged and counted, and the request is abandoned.
+  const [handle] = server.listeners('request')
+  server.removeAllListeners('request')
+  let aborted = 0
+  server.on('request', (req, res) => {
+    const on = req.on
+    req.on = function (event, fn) {
+      if (event !== 'error') return on.call(this, event, fn)
+      return on.call(this, event, (err) => {
+        aborted++
+        log.warn({ err, aborted }, 'dynalite request aborted before its body arrived')
+      })
+    }
+    handle.call(server, req, res)
+    req.on = on
+  })
+
+  // Requests whose handlers are still running, so close() can let them answer.
+  let inFlight = 0
+  let drained = null
+  server.on('request', (req, res) => {
+    inFlight++
+    res.once('close', () => {
+      if (--inFlight === 0 && drained) drained()
+    })
+  })
+
+  // Only the HTTP side ever closes. dynalite's own close() also closes its
+  // in-memory LevelDB, and a request whose handler is between two reads then
+  // fails with "Database is closed", which dynalite throws out of its request
+  // handler: an uncaught exception in whatever process embeds it. The memdown
+  // store holds no OS handles, so leaving it to the garbage collector costs
+  // nothing, and a later listen() serves the same data (used to test a
+  // DynamoDB outage).
+  function closeHttp () {
+    return new Promise((resolve) => http.Server.prototype.close.call(server, () => resolve()))
+  }
   async function stop () {
     if (!server.listening) return
-    const closed = new Promise((resolve) => http.Server.prototype.close.call(server, () => resolve()))
+    const closed = closeHttp()
     // Keep-alive sockets from SDK clients would otherwise keep it answering.
     server.closeAllConnections()
     await closed
@@ -47,14 +87,25 @@ async function startDynalite ({ logger = silent, port = 0 } = {}) {
     endpoint,
     port: bound,
     server, // the http.Server (benchmarks may wrap its request handling)
+    stats: () => ({ inFlight, aborted }),
     stop,
     async start () {
       if (!server.listening) await listen(server, bound, '127.0.0.1')
       log.info({ endpoint }, 'dynalite answering again')
     },
-    async close () {
-      if (!server.listening) return // the memdown store holds no OS handles
-      const closed = new Promise((resolve) => server.close(() => resolve()))
+    /** Stop accepting, let requests in flight answer (up to drainMs), then drop every connection. */
+    async close ({ drainMs = 2000 } = {}) {
+      if (!server.listening) return
+      const closed = closeHttp() // also closes idle keep-alive connections
+      if (inFlight > 0) {
+        let timer
+        await Promise.race([
+          new Promise((resolve) => { drained = resolve }),
+          new Promise((resolve) => { timer = setTimeout(resolve, drainMs) })
+        ])
+        clearTimeout(timer)
+        drained = null
+      }
       server.closeAllConnections()
       await closed
     }
