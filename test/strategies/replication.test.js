@@ -116,6 +116,24 @@ describe('replication phase', () => {
       expect(serversAt(busy.assignment, 0)).not.toContain('a')
     })
 
+    test('a server at or below the mean gives no share away: it needs no relief, and the move would only cost a cold cache', () => {
+      // Three servers, a standby for every slice (scenario 9's layout, round captured live):
+      // X1 [a, b] 200, X2 [b, c] 170, X4 [a, b] 20 (narrow enough for the move budget),
+      // X3 [c, a] 100: a 160, b 195, c 135, mean 163.3. b is the hottest, but each of its
+      // slices has its other server below the mean (spill covers it); a is next, below the
+      // mean: before the rule, its share of X4 (10) went to c, leaving b as hot as before.
+      const o = { ...opts, replicaChurnLimit: 0 }
+      const { assignment, loads } = build([[5, 'a', 200], [5, 'b', 170], [2, 'a', 20], [4, 'c', 100]])
+      const sets = [['a', 'b'], ['b', 'c'], ['a', 'b'], ['c', 'a']]
+      const a = deepFreeze({ ...assignment, slices: assignment.slices.map((sl, i) => ({ ...sl, servers: sets[i] })) })
+      const r = chopper.chopperRound(a, loads, o)
+      expect(opsOf(r, 'move')).toEqual([])
+      expect(r.moveStop).toBe('no-candidate')
+      expect(r.churn.total).toBe(0)
+      expect(r.assignment.slices.map((sl) => sl.servers)).toEqual(expect.arrayContaining([['a', 'b'], ['b', 'c'], ['c', 'a']]))
+      expect(serversAt(r.assignment, 10 * U)).toEqual(['a', 'b']) // X4 stays
+    })
+
     test('never onto a server that holds the slice already; frozen sets and moveReplicas: false stay put', () => {
       const { assignment, loads } = setup()
       // with c and d frozen, the only receivers are a and b, which hold X: nothing can move
