@@ -44,6 +44,7 @@ async function startDynalite ({ logger = silent, port = 0 } = {}) {
   let aborted = 0
   server.on('request', (req, res) => {
     const on = req.on
+    // dynalite adds its listeners synchronously, so the patch lasts for that call only
     req.on = function (event, fn) {
       if (event !== 'error') return on.call(this, event, fn)
       return on.call(this, event, (err) => {
@@ -51,8 +52,11 @@ async function startDynalite ({ logger = silent, port = 0 } = {}) {
         log.warn({ err, aborted }, 'dynalite request aborted before its body arrived')
       })
     }
-    handle.call(server, req, res)
-    req.on = on
+    try {
+      handle.call(server, req, res)
+    } finally {
+      delete req.on // the prototype's again
+    }
   })
 
   // Requests whose handlers are still running, so close() can let them answer.
