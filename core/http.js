@@ -55,6 +55,33 @@ function freePort (host = '127.0.0.1') {
   })
 }
 
+/**
+ * `count` distinct ports that were free a moment ago: every probe stays bound
+ * until all are, so no two answers can be the same port (consecutive
+ * freePort() calls can be, since each closes its probe before answering).
+ * Callers must still handle EADDRINUSE races with other processes.
+ * @param {number} count
+ * @param {string} [host]
+ * @returns {Promise<number[]>}
+ */
+async function freePorts (count, host = '127.0.0.1') {
+  const probes = []
+  try {
+    for (let i = 0; i < count; i++) {
+      const s = net.createServer()
+      s.unref()
+      probes.push(s)
+      await new Promise((resolve, reject) => {
+        s.once('error', reject)
+        s.listen(0, host, resolve)
+      })
+    }
+    return probes.map((s) => s.address().port)
+  } finally {
+    await Promise.all(probes.map((s) => new Promise((resolve) => (s.listening ? s.close(() => resolve()) : resolve()))))
+  }
+}
+
 // How often close() drops the keep-alive sockets that have become idle since it began.
 const CLOSE_SWEEP_MS = 20
 
@@ -91,4 +118,4 @@ function close (server) {
  */
 const RETRY_NEWER_MAP = Object.freeze({ name: 'x-chopper-retry', value: 'newer-map' })
 
-module.exports = { RETRY_NEWER_MAP, jsonErrorHandler, notFound, listen, close, freePort }
+module.exports = { RETRY_NEWER_MAP, jsonErrorHandler, notFound, listen, close, freePort, freePorts }

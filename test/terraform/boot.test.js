@@ -12,7 +12,7 @@
 // Redis URL point at a local dynalite and redis-server. Every variable name
 // and every other value is the deployment's own.
 
-const { freePort } = require('../../core/http')
+const { freePorts } = require('../../core/http')
 const net = require('node:net')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
@@ -147,28 +147,12 @@ async function holdDeadPort (port) {
   }))
 }
 
-/**
- * A free port none of the earlier calls on `taken` returned: freePort() closes
- * its probe before answering, so two calls can get the same port back (seen in
- * CI: a front end's control port was the app server's, EADDRINUSE).
- */
-async function distinctFreePort (taken) {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const port = await freePort()
-    if (!taken.has(port)) {
-      taken.add(port)
-      return port
-    }
-  }
-  throw new Error(`no free port distinct from ${[...taken].join(', ')} in 100 attempts`)
-}
-
 async function portsFor (dynamoEndpoint) {
-  const taken = new Set()
-  const local = {}
-  for (const name of PORT_VARS) local[name] = await distinctFreePort(taken)
-  const controllers = []
-  for (let i = 0; i < model.variable.controller_count.default; i++) controllers.push(await distinctFreePort(taken))
+  // distinct ports: one freePort() after another could hand out the same one twice
+  // (seen in CI: a front end's control port was the app server's, EADDRINUSE)
+  const ports = await freePorts(PORT_VARS.length + model.variable.controller_count.default)
+  const local = Object.fromEntries(PORT_VARS.map((name, i) => [name, ports[i]]))
+  const controllers = ports.slice(PORT_VARS.length)
   const envOf = (c) => renderer.writtenEnv(renderer.userData(c), c)
   const deployed = { ...envOf('controller'), ...envOf('frontend'), ...envOf('appserver') }
   return { local, controllers, dynamoEndpoint, deployed: Object.fromEntries([...PORT_VARS, 'CHOPPER_CONTROLLER_PORT'].map((n) => [n, Number(deployed[n])])) }
