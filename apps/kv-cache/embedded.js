@@ -35,14 +35,23 @@ async function startDynalite ({ logger = silent, port = 0 } = {}) {
   const log = logger.child({ component: 'dynalite' })
   log.info({ endpoint }, 'in-process dynalite started (embedded DynamoDB; data lives in memory)')
 
-  // dynalite throws a request's 'error' (a client gone before its body
-  // arrived, or a connection dropped by stop() or close()) out of its own
-  // listener: an uncaught exception in the embedding process. Here such an
-  // error is logged and counted, and the request is abandoned.
+  // dynalite's request listener, wrapped:
+  // - dynalite throws a request's 'error' (a client gone before its body
+  //   arrived, or a connection dropped by stop() or close()) out of its own
+  //   listener: an uncaught exception in the embedding process. Here such an
+  //   error is logged and counted, and the request is abandoned.
+  // - requests whose handlers are still running are counted, so close() can
+  //   let them answer.
   const [handle] = server.listeners('request')
   server.removeAllListeners('request')
   let aborted = 0
+  let inFlight = 0
+  let drained = null
   server.on('request', (req, res) => {
+    inFlight++
+    res.once('close', () => {
+      if (--inFlight === 0 && drained) drained()
+    })
     const on = req.on
     // dynalite adds its listeners synchronously, so the patch lasts for that call only
     req.on = function (event, fn) {
@@ -57,16 +66,6 @@ async function startDynalite ({ logger = silent, port = 0 } = {}) {
     } finally {
       delete req.on // the prototype's again
     }
-  })
-
-  // Requests whose handlers are still running, so close() can let them answer.
-  let inFlight = 0
-  let drained = null
-  server.on('request', (req, res) => {
-    inFlight++
-    res.once('close', () => {
-      if (--inFlight === 0 && drained) drained()
-    })
   })
 
   // Only the HTTP side ever closes. dynalite's own close() also closes its

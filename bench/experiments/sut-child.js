@@ -11,6 +11,8 @@ const { ControllerClient } = require('../../core/controller-client')
 
 let sut = null
 let closing = null
+// A configured cluster token signs the contender's control plane as in production; unset, it runs as before.
+const clusterToken = process.env.CHOPPER_CLUSTER_TOKEN || undefined
 
 async function closeSut () {
   if (!sut) return
@@ -25,8 +27,6 @@ const handlers = {
     // CHOPPER_EXPERIMENT_LOG=warn (or info, debug): the controller's, front ends' and app servers' logs on stderr
     const level = process.env.CHOPPER_EXPERIMENT_LOG
     const logger = level ? require('pino')({ level }, process.stderr) : undefined
-    // A configured cluster token signs the contender's control plane as in production; unset, it runs as before.
-    const clusterToken = process.env.CHOPPER_CLUSTER_TOKEN || undefined
     sut = await startContender(name, experiment, { ...(logger ? { logger } : {}), clusterToken })
     return {
       target: sut.target,
@@ -50,7 +50,7 @@ const handlers = {
    */
   async layout () {
     if (!sut.controller) return null
-    const client = new ControllerClient({ controllerUrl: sut.controller.url, clusterToken: process.env.CHOPPER_CLUSTER_TOKEN || undefined })
+    const client = new ControllerClient({ controllerUrl: sut.controller.url, clusterToken })
     try {
       const a = await client.getAssignment()
       return { generation: a.generation, slices: a.slices.map((x) => [x.start, x.end, x.servers.length]) }
