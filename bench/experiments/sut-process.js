@@ -20,7 +20,13 @@ const CHILD = path.join(__dirname, 'sut-child.js')
 async function startSutProcess (name, experiment, { startTimeoutMs = 60000 } = {}) {
   const child = fork(CHILD, [], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], serialization: 'advanced' })
   let stderr = ''
-  child.stderr.on('data', (d) => { stderr = (stderr + d).slice(-4000) })
+  // The tail is kept for the error of an early exit. With CHOPPER_EXPERIMENT_LOG
+  // the child's (and its children's) logs are wanted: they pass through as well.
+  const passLogs = Boolean(process.env.CHOPPER_EXPERIMENT_LOG)
+  child.stderr.on('data', (d) => {
+    stderr = (stderr + d).slice(-4000)
+    if (passLogs) process.stderr.write(d)
+  })
   const pending = new Map()
   let nextId = 1
   let exited = null
