@@ -139,7 +139,10 @@ function createController (options = {}) {
   const failureCounts = new Map()
   const newPusher = () => new Pusher({ timeoutMs: opts.requestTimeoutMs, logger: log, onAck: onPushAck, clusterToken })
   let pusher = newPusher()
-  const collector = new LoadCollector({ timeoutMs: Math.min(opts.requestTimeoutMs, Math.max(50, Math.floor(opts.periodMs / 2))), clusterToken })
+  // A round waits half a period for load reports; a slower answer is taken the
+  // next round, and only a collection that fails within requestTimeoutMs counts
+  // towards eviction (controller/load-collector.js).
+  const collector = new LoadCollector({ timeoutMs: opts.requestTimeoutMs, waitMs: Math.max(50, Math.floor(opts.periodMs / 2)), clusterToken })
   const leases = new LeaseTable({ leaseMs: opts.leaseMs, marginMs: opts.leaseMarginMs })
   const handoff = new HandoffTracker()
   const fenced = opts.handoff === 'fenced'
@@ -192,6 +195,7 @@ function createController (options = {}) {
     depositions: new Counter({ name: 'chopper_controller_depositions_total', help: 'Times this controller stopped leading (lease lost or state claimed by a newer epoch)', registers }),
     churn: new Counter({ name: 'chopper_controller_key_churn_total', help: 'Key-range length moved between servers', registers }),
     collectFailures: new Counter({ name: 'chopper_controller_load_collection_failures_total', help: 'Failed load collections', labelNames: ['server'], registers }),
+    collectSlow: new Counter({ name: 'chopper_controller_load_collection_slow_total', help: 'Rounds that went on without a server\'s load report, still in flight (its load unknown that round)', labelNames: ['server'], registers }),
     evictions: new Counter({ name: 'chopper_controller_evictions_total', help: 'Servers dropped after failing load collection', registers }),
     leaseExpiries: new Counter({ name: 'chopper_controller_lease_expiries_total', help: 'Servers dropped because their lease lapsed (silent: killed, hung or cut off)', registers }),
     handoffs: new Counter({ name: 'chopper_controller_handoffs_total', help: 'Fenced handoffs by outcome: acked (every loser drained) or lapsed (some loser\'s lease lapsed first)', labelNames: ['outcome'], registers }),
@@ -531,7 +535,7 @@ function createController (options = {}) {
       const t0 = process.hrtime.bigint()
       round++
       if (!leading() || !assignment) return null
-      const { reports, failed, costless } = await collector.collect(servers)
+      const { reports, failed, slow, costless } = await collector.collect(servers)
       for (const id of costless) {
         if (loadMetric !== 'cost' || costlessWarned.has(id)) continue
         costlessWarned.add(id)
@@ -552,6 +556,14 @@ function createController (options = {}) {
           log.error({ server: f.id, failures: s.failures }, 'evicting unreachable app server')
           removeServer(f.id, 'evict')
         }
+      }
+      for (const id of slow) {
+        const s = servers.get(id)
+        if (!s) continue
+        m.collectSlow.inc({ server: id })
+        s.loadUnknown = true
+        unknown.push(id)
+        log.warn({ server: id, waitedMs: collector.waitMs }, 'load collection slow: its load is unknown this round; its answer is taken next round')
       }
       for (const [id, entries] of reports) {
         const s = servers.get(id)

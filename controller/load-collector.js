@@ -14,36 +14,84 @@ const { validHot } = require('../core/hot-keys')
  * An entry's `hot` (its slice's majority vote over request keys,
  * core/hot-keys.js) is kept when it is plausible: a key in the entry's range,
  * with no more votes than requests.
+ *
+ * Slow is not failed. A round waits at most `waitMs` for the answers; a
+ * server that has not answered by then is listed in `slow` (its load is
+ * unknown this round) and its request stays in flight, up to `timeoutMs`.
+ * The next round takes its answer if it came (a report is never lost: the
+ * server kept the counts), and asks it again only once that request settled.
+ * Only a request that fails (an error, or no answer within `timeoutMs`) is
+ * listed in `failed`, which is what the controller counts towards eviction.
+ * A busy app server's control port (a saturated machine lags every event
+ * loop by hundreds of ms) is thus not mistaken for an unreachable one.
  */
 class LoadCollector {
-  /** @param {{ timeoutMs?: number, clusterToken?: string }} [options] clusterToken: sign every collection with it */
-  constructor ({ timeoutMs = 2000, clusterToken } = {}) {
+  /**
+   * @param {{ timeoutMs?: number, waitMs?: number, clusterToken?: string }} [options]
+   *   timeoutMs: a collection that has not answered by then has failed;
+   *   waitMs (default timeoutMs): how long one round waits for the answers;
+   *   clusterToken: sign every collection with it
+   */
+  constructor ({ timeoutMs = 2000, waitMs = timeoutMs, clusterToken } = {}) {
     this.http = new JsonClient({ timeoutMs, clusterToken })
+    this.timeoutMs = timeoutMs
+    this.waitMs = Math.min(waitMs, timeoutMs)
     this.acks = new Map() // server id -> { instance, seq } of the last report used
+    this.inFlight = new Map() // server id -> { settled: null | { ok, data?, error? }, done: Promise<void> }
+  }
+
+  #request (id, controlUrl) {
+    const ack = this.acks.get(id)
+    const query = ack ? { instance: ack.instance, seq: ack.seq } : undefined
+    const call = { settled: null, done: null }
+    call.done = this.http.get(`${controlUrl}/v1/load`, { query }).then(({ data }) => {
+      if (!data || !Array.isArray(data.entries)) throw new Error('malformed load report')
+      call.settled = { ok: true, data }
+    }).catch((err) => {
+      call.settled = { ok: false, error: err.code || err.message }
+    })
+    return call
   }
 
   /**
    * @param {Map<string, {controlUrl: string}>} servers
-   * @returns {Promise<{ reports: Map<string, {start,end,count,cost}[]>, perServer: Record<string, {requests: number, cost: number}>, failed: {id, error}[], costless: string[] }>}
-   *   reports: per server, counts and cost per period (divided by the periods a report spans)
+   * @returns {Promise<{ reports: Map<string, {start,end,count,cost}[]>, perServer: Record<string, {requests: number, cost: number}>, failed: {id, error}[], slow: string[], costless: string[] }>}
+   *   reports: per server, counts and cost per period (divided by the periods a report spans);
+   *   slow: no answer within waitMs, its request still in flight (neither reported nor failed)
    */
   async collect (servers) {
     const ids = [...servers.keys()]
-    const results = await Promise.allSettled(ids.map(async (id) => {
-      const ack = this.acks.get(id)
-      const query = ack ? { instance: ack.instance, seq: ack.seq } : undefined
-      const { data } = await this.http.get(`${servers.get(id).controlUrl}/v1/load`, { query })
-      if (!data || !Array.isArray(data.entries)) throw new Error('malformed load report')
-      return data
-    }))
+    const calls = ids.map((id) => {
+      let call = this.inFlight.get(id)
+      if (!call) this.inFlight.set(id, (call = this.#request(id, servers.get(id).controlUrl)))
+      return call
+    })
+    const all = Promise.all(calls.map((c) => c.done))
+    if (this.waitMs >= this.timeoutMs) {
+      await all // every call settles within its timeout: no call is left slow
+    } else {
+      let timer
+      await Promise.race([all, new Promise((resolve) => { timer = setTimeout(resolve, this.waitMs) })])
+      clearTimeout(timer)
+    }
+    const slow = []
+    const results = calls.map((call, i) => {
+      if (!call.settled) {
+        slow.push(ids[i])
+        return null
+      }
+      this.inFlight.delete(ids[i])
+      return call.settled.ok ? { status: 'fulfilled', value: call.settled.data } : { status: 'rejected', reason: call.settled.error }
+    })
     const reports = new Map()
     const perServer = {}
     const failed = []
     const costless = []
     results.forEach((r, i) => {
       const id = ids[i]
+      if (r === null) return // slow: still in flight
       if (r.status !== 'fulfilled') {
-        failed.push({ id, error: r.reason.code || r.reason.message })
+        failed.push({ id, error: r.reason })
         return
       }
       const data = r.value
@@ -74,11 +122,13 @@ class LoadCollector {
       perServer[id] = { requests, cost }
       if (typeof data.instance === 'string' && Number.isSafeInteger(data.seq)) this.acks.set(id, { instance: data.instance, seq: data.seq })
     })
-    return { reports, perServer, failed, costless }
+    return { reports, perServer, failed, slow, costless }
   }
 
+  /** Drop a server's ack and any collection of it in flight (its answer is ignored). */
   forget (id) {
     this.acks.delete(id)
+    this.inFlight.delete(id)
   }
 
   /** Close the pool now: a collection in flight rejects. */
