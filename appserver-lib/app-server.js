@@ -5,6 +5,7 @@ const express = require('express')
 const { Registry, Gauge } = require('prom-client')
 const { ShardGuard } = require('./shard-guard')
 const { shardGuardMiddleware, defaultKeyFrom, COST_MODES } = require('./middleware')
+const { serverOptions: shapes } = require('./request-shapes')
 const { createControlApp } = require('./control-app')
 const { ControllerClient, parseControllerUrls } = require('../core/controller-client')
 const { jsonErrorHandler, listen, close } = require('../core/http')
@@ -48,6 +49,10 @@ const defaults = Object.freeze({
   // The shared cluster secret (docs/security.md): calls to the controller are
   // signed with it, and pushes and load collection must be. undefined: unauthenticated.
   clusterToken: undefined,
+  // The data port's requests and responses are born with the properties
+  // Express and the shard guard set (request-shapes.js). false: Node's own
+  // classes (for comparison: bench/appserver-overhead.js).
+  requestShapes: true,
   logger: silent
 })
 
@@ -69,6 +74,7 @@ function createAppServer (options) {
   if (typeof app !== 'function') throw new InvalidArgumentError('invalid app: expected an Express app or request handler')
   if (opts.admitJoining !== null && typeof opts.admitJoining !== 'function') throw new InvalidArgumentError('invalid admitJoining: expected a function (req) => boolean, or null')
   if (!COST_MODES.includes(opts.cost)) throw new InvalidArgumentError(`invalid cost: expected one of ${COST_MODES.join(', ')}, got ${JSON.stringify(opts.cost)}`)
+  if (typeof opts.requestShapes !== 'boolean') throw new InvalidArgumentError('invalid requestShapes: expected a boolean')
   if (controllerUrl !== undefined) parseControllerUrls(controllerUrl) // throws naming the option
   const log = logger.child({ component: 'appserver', serverId: id })
   const clusterToken = validateToken(opts.clusterToken)
@@ -91,7 +97,10 @@ function createAppServer (options) {
   data.use((req, res, next) => next(new NotFoundError(`no route for ${req.method} ${req.path}`)))
   data.use(jsonErrorHandler(log))
 
-  const dataServer = http.createServer(data)
+  // Requests and responses born with the properties Express and the shard
+  // guard set (request-shapes.js): adding them after Express swaps the
+  // prototypes cost microseconds each.
+  const dataServer = http.createServer(opts.requestShapes ? shapes : {}, data)
   const verifier = clusterToken === undefined ? null : new RequestVerifier({ token: clusterToken })
   const controlServer = http.createServer(createControlApp({ guard, registry, drainTimeoutMs: opts.drainTimeoutMs, verifier, logger: log }))
   const client = controllerUrl ? new ControllerClient({ controllerUrl, clusterToken }) : null

@@ -7,9 +7,9 @@ const { defaultKeyFrom } = require('../core/request-key')
 
 /** How a request's cost (busy time reported per slice) is measured; see shardGuardMiddleware. */
 const COST_MODES = ['wall', 'cpu']
-// A symbol, not a public field: setRequestCost is the API.
-const STATED_COST = Symbol('chopper.requestCost')
-const SETTLE = Symbol('chopper.settle')
+// Symbols, not public fields: setRequestCost and settleRequest are the API.
+// Declared with the request shapes (request-shapes.js) that are born with them.
+const { STATED_COST, SETTLE } = require('./request-shapes')
 
 /**
  * State the cost of a request (ms) yourself, instead of what the middleware

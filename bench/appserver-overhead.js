@@ -3,9 +3,11 @@
 
 // appserver-lib's cost per request (issue 12, item 4). In one run, alternating,
 // wrk drives the same trivial Express app (GET /hello?key=K → small JSON) in
-// two child processes: plain, and behind the shard guard (createAppServer,
+// child processes: plain (on the same request shapes as createAppServer), behind the shard guard (createAppServer,
 // consistency 'available', no controller, one pushed slice covering the whole
-// keyspace). The overhead is derived from the throughput difference. Then
+// keyspace), and the same with Node's own request classes instead of the
+// request shapes (requestShapes: false). The overhead is derived from the
+// throughput difference, the shapes' saving from the CPU time difference. Then
 // micro-benchmarks price what a precomputed slice key (X-Chopper-Slice-Key,
 // set by the front end) would save: fingerprint32 per key length against
 // parsing the header. Writes <out>/appserver-overhead.{json,md}. Not a test.
@@ -45,9 +47,11 @@ const CHILD = path.join(__dirname, 'lib', 'hello-app-child.js')
 const KEY = 'bench-key-000001' // 16 bytes, as a short user id would be
 const KEY_LENGTHS = [8, 32, 128]
 const VARIANTS = [
-  { name: 'plain', label: 'plain Express' },
-  { name: 'guarded', label: 'Express + shard guard (createAppServer)' }
+  { name: 'plain', label: 'plain Express (with the request shapes)' },
+  { name: 'guarded', label: 'Express + shard guard (createAppServer)' },
+  { name: 'unshaped', label: 'the same with Node\'s request classes (requestShapes: false)' }
 ]
+const GUARDED = ['guarded', 'unshaped']
 
 const median = (xs) => {
   const s = xs.filter(Number.isFinite).sort((a, b) => a - b)
@@ -61,13 +65,14 @@ async function startVariants () {
     const child = forkChild(CHILD)
     running[v.name] = { child, ...(await child.call('start', { mode: v.name })) }
   }
-  const g = running.guarded
-  await pushAssignment(g.controlUrl, wholeKeyspace('app-1', g.url))
+  for (const name of GUARDED) await pushAssignment(running[name].controlUrl, wholeKeyspace('app-1', running[name].url))
   for (const v of VARIANTS) {
     const res = await request(`${running[v.name].url}/hello?key=${KEY}`)
     if (res.status !== 200) throw new Error(`${v.name} answered ${res.status} ${JSON.stringify(res.body)}`)
   }
-  if ((await request(`${g.url}/hello?key=${KEY}`)).headers['x-served-by'] !== 'app-1') throw new Error('the guarded app did not go through the shard guard')
+  for (const name of GUARDED) {
+    if ((await request(`${running[name].url}/hello?key=${KEY}`)).headers['x-served-by'] !== 'app-1') throw new Error(`the ${name} app did not go through the shard guard`)
+  }
   return running
 }
 
@@ -186,7 +191,15 @@ function summarise (rounds) {
     // The same from each round's own pair, to show the spread.
     perRoundUs: rounds.map((r) => 1e6 / r.guarded.rps - 1e6 / r.plain.rps)
   }
-  return { variants: out, overhead }
+  // What the request shapes (appserver-lib/request-shapes.js) save: the guarded
+  // app with Node's own request classes against the same with the shapes.
+  const u = out.unshaped
+  const shapes = {
+    usPerRequest: 1e6 / u.rps - 1e6 / g,
+    cpuUsPerRequest: u.cpuUsPerRequest - out.guarded.cpuUsPerRequest,
+    perRoundCpuUs: rounds.map((r) => r.unshaped.cpuUsPerRequest - r.guarded.cpuUsPerRequest)
+  }
+  return { variants: out, overhead, shapes }
 }
 
 function sliceKeyVerdict (micro, summary) {
@@ -220,6 +233,8 @@ function toMarkdown (result) {
     `**Overhead of the shard guard, from throughput: ${fmt.fixed(summary.overhead.usPerRequest, 1)} µs per request** (${fmt.fixed(summary.overhead.addedTimePct, 1)}% more time per request than the plain app; ${fmt.fixed(summary.overhead.throughputLossPct, 1)}% less throughput). Per round: ${summary.overhead.perRoundUs.map((x) => `${fmt.fixed(x, 1)} µs`).join(', ')}.`,
     '',
     `From the app process's own CPU time (user + system, over wrk's completed responses; less sensitive to other load on the machine): ${fmt.fixed(summary.overhead.cpuUsPerRequest, 1)} µs per request, ${fmt.fixed(summary.overhead.cpuAddedPct, 1)}% more than the plain app.`,
+    '',
+    `**What the request shapes save** (requests and responses born with the properties Express and the shard guard set, \`appserver-lib/request-shapes.js\`; the guarded app with Node's own classes against the same with the shapes): ${fmt.fixed(summary.shapes.cpuUsPerRequest, 1)} µs of the app process's CPU per request (per round: ${summary.shapes.perRoundCpuUs.map((x) => `${fmt.fixed(x, 1)} µs`).join(', ')}), ${fmt.fixed(summary.shapes.usPerRequest, 1)} µs from throughput.`,
     '',
     `Check: the guard admitted ${fmt.int(guardCheck.admitted)} requests while wrk counted ${fmt.int(guardCheck.wrkRequests)} completed responses on the guarded app.`,
     '',

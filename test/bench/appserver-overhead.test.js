@@ -56,7 +56,7 @@ describe('appserver-overhead bench: harness', () => {
     const { stdout } = await run(['--duration', '1', '--rounds', '1', '--warmup', '0', '--connections', '4', '--iterations', '20000', '--out', dir])
     const json = JSON.parse(fs.readFileSync(path.join(dir, 'appserver-overhead.json'), 'utf8'))
     expect(json.rounds).toHaveLength(1)
-    for (const name of ['plain', 'guarded']) {
+    for (const name of ['plain', 'guarded', 'unshaped']) {
       const v = json.summary.variants[name]
       expect(v.rps).toBeGreaterThan(0)
       expect(v.p50Ms).toBeGreaterThan(0)
@@ -66,6 +66,8 @@ describe('appserver-overhead bench: harness', () => {
     }
     expect(Number.isFinite(json.summary.overhead.usPerRequest)).toBe(true)
     expect(Number.isFinite(json.summary.overhead.throughputLossPct)).toBe(true)
+    expect(Number.isFinite(json.summary.shapes.cpuUsPerRequest)).toBe(true)
+    expect(json.summary.shapes.perRoundCpuUs).toHaveLength(1)
     // Every guarded request went through the shard guard (wrk counts only completed ones).
     expect(json.guardCheck.wrkRequests).toBeGreaterThan(0)
     expect(json.guardCheck.admitted).toBeGreaterThanOrEqual(json.guardCheck.wrkRequests)
@@ -77,9 +79,10 @@ describe('appserver-overhead bench: harness', () => {
     for (const x of json.verdict) expect(Number.isFinite(x.savedNs)).toBe(true)
 
     const md = fs.readFileSync(path.join(dir, 'appserver-overhead.md'), 'utf8')
-    expect(md).toMatch(/\| plain Express +\| +[\d,]+ \|/)
+    expect(md).toMatch(/\| plain Express \(with the request shapes\) +\| +[\d,]+ \|/)
     expect(md).toMatch(/X-Chopper-Slice-Key/)
     expect(stdout).toContain('Overhead of the shard guard')
+    expect(stdout).toContain('What the request shapes save')
   }, 30000)
 
   test('a bad flag exits 2 and names it', async () => {
