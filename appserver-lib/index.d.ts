@@ -121,6 +121,8 @@ export interface AppServerOptions {
   keyFrom?: KeyFrom
   /** false: serve every key (no 421), still counting; for baselines without Chopper. Default true. */
   enforceOwnership?: boolean
+  /** Requests and responses born with the properties Express and the shard guard set (request-shapes.js); false: Node's own classes. Default true. */
+  requestShapes?: boolean
   /** How a request's cost is measured for the load report. Default 'wall'. */
   cost?: CostMode
   /** Default 'available'. */
@@ -230,6 +232,7 @@ export const defaults: Readonly<{
   drainTimeoutMs: number
   drainDeadlineMs: number
   clusterToken: undefined
+  requestShapes: boolean
   logger: ChopperLogger
 }>
 

@@ -1,7 +1,7 @@
 'use strict'
 
 const http = require('node:http')
-const path = require('node:path')
+const express = require('express')
 
 /**
  * Request and response classes for the app server's data port, whose
@@ -29,14 +29,17 @@ const STATED_COST = Symbol('chopper.requestCost')
 const SETTLE = Symbol('chopper.settle')
 
 // Express 5's router notes the matched route under a symbol of its own
-// (router/lib/symbols.js), resolved as Express resolves it. Without it (another
-// router version) the declaration is skipped; test/integration/request-shapes.test.js
-// would then name the property added.
+// (router/lib/symbols.js, not exported). One request through a throwaway
+// router, at load, shows which symbols it sets; none (another router
+// version): nothing is declared, and test/integration/request-shapes.test.js
+// names whatever property a request then gains.
 const ROUTER_SYMBOLS = (() => {
   try {
-    const from = path.dirname(require.resolve('express'))
-    const { matchedRoute } = require(require.resolve('router/lib/symbols', { paths: [from] }))
-    return typeof matchedRoute === 'symbol' ? [matchedRoute] : []
+    const probe = express.Router()
+    probe.get('/', () => {})
+    const req = { method: 'GET', url: '/', headers: {} }
+    probe.handle(req, {}, () => {})
+    return Object.getOwnPropertySymbols(req).filter((s) => String(s.description).startsWith('router.'))
   } catch {
     return []
   }
