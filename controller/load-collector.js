@@ -41,7 +41,7 @@ class LoadCollector {
   }
 
   #request (id, controlUrl) {
-    const ack = this.acks.get(id)
+    const ack = this.acks.get(id) // the last report used: the server may drop what it carried
     const query = ack ? { instance: ack.instance, seq: ack.seq } : undefined
     const call = { settled: null, done: null }
     call.done = this.http.get(`${controlUrl}/v1/load`, { query }).then(({ data }) => {
