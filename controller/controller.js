@@ -5,7 +5,7 @@ const os = require('node:os')
 const express = require('express')
 const { Registry, Counter, Gauge } = require('prom-client')
 const { Pusher } = require('./pusher')
-const { LoadCollector } = require('./load-collector')
+const { LoadCollector, roundWaitMs } = require('./load-collector')
 const { LeaseTable } = require('./leases')
 const { HandoffTracker } = require('./handoff-tracker')
 const { planHandoff } = require('./handoff-plan')
@@ -142,7 +142,7 @@ function createController (options = {}) {
   // A round waits half a period for load reports; a slower answer is taken the
   // next round, and only a collection that fails within requestTimeoutMs counts
   // towards eviction (controller/load-collector.js).
-  const collector = new LoadCollector({ timeoutMs: opts.requestTimeoutMs, waitMs: Math.max(50, Math.floor(opts.periodMs / 2)), clusterToken })
+  const collector = new LoadCollector({ timeoutMs: opts.requestTimeoutMs, waitMs: roundWaitMs(opts.periodMs), clusterToken })
   const leases = new LeaseTable({ leaseMs: opts.leaseMs, marginMs: opts.leaseMarginMs })
   const handoff = new HandoffTracker()
   const fenced = opts.handoff === 'fenced'

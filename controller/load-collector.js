@@ -25,6 +25,15 @@ const { validHot } = require('../core/hot-keys')
  * A busy app server's control port (a saturated machine lags every event
  * loop by hundreds of ms) is thus not mistaken for an unreachable one.
  */
+/**
+ * How long a controller's round waits for load reports, before the request
+ * timeout caps it: half a period, at least 50 ms.
+ * @param {number} periodMs
+ */
+function roundWaitMs (periodMs) {
+  return Math.max(50, Math.floor(periodMs / 2))
+}
+
 class LoadCollector {
   /**
    * @param {{ timeoutMs?: number, waitMs?: number, clusterToken?: string }} [options]
@@ -34,7 +43,6 @@ class LoadCollector {
    */
   constructor ({ timeoutMs = 2000, waitMs = timeoutMs, clusterToken } = {}) {
     this.http = new JsonClient({ timeoutMs, clusterToken })
-    this.timeoutMs = timeoutMs
     this.waitMs = Math.min(waitMs, timeoutMs)
     this.acks = new Map() // server id -> { instance, seq } of the last report used
     this.inFlight = new Map() // server id -> { settled: null | { ok, data?, error? }, done: Promise<void> }
@@ -67,34 +75,30 @@ class LoadCollector {
       return call
     })
     const all = Promise.all(calls.map((c) => c.done))
-    if (this.waitMs >= this.timeoutMs) {
+    if (this.waitMs >= this.http.timeoutMs) {
       await all // every call settles within its timeout: no call is left slow
     } else {
       let timer
       await Promise.race([all, new Promise((resolve) => { timer = setTimeout(resolve, this.waitMs) })])
       clearTimeout(timer)
     }
-    const slow = []
-    const results = calls.map((call, i) => {
-      if (!call.settled) {
-        slow.push(ids[i])
-        return null
-      }
-      this.inFlight.delete(ids[i])
-      return call.settled.ok ? { status: 'fulfilled', value: call.settled.data } : { status: 'rejected', reason: call.settled.error }
-    })
     const reports = new Map()
     const perServer = {}
     const failed = []
+    const slow = []
     const costless = []
-    results.forEach((r, i) => {
+    calls.forEach((call, i) => {
       const id = ids[i]
-      if (r === null) return // slow: still in flight
-      if (r.status !== 'fulfilled') {
-        failed.push({ id, error: r.reason })
+      if (!call.settled) {
+        slow.push(id) // still in flight: a later round takes its answer
         return
       }
-      const data = r.value
+      this.inFlight.delete(id)
+      if (!call.settled.ok) {
+        failed.push({ id, error: call.settled.error })
+        return
+      }
+      const data = call.settled.data
       const frames = Number.isSafeInteger(data.frames) && data.frames > 0 ? data.frames : 1
       const entries = []
       let requests = 0
@@ -137,4 +141,4 @@ class LoadCollector {
   }
 }
 
-module.exports = { LoadCollector }
+module.exports = { LoadCollector, roundWaitMs }

@@ -43,16 +43,9 @@ function listen (server, port, host) {
  * A port that was free a moment ago, for children that cannot listen on port 0
  * themselves (redis-server, haproxy). Callers must handle EADDRINUSE races.
  */
-function freePort (host = '127.0.0.1') {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer()
-    s.unref()
-    s.once('error', reject)
-    s.listen(0, host, () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
+async function freePort (host = '127.0.0.1') {
+  const [port] = await freePorts(1, host)
+  return port
 }
 
 /**

@@ -5,6 +5,7 @@ const { InternalError } = require('../../core/errors')
 const { getText, postJson, putJson } = require('./http')
 const { keyChurn, withoutMoving } = require('../../core/assignment')
 const { promValue, quantile } = require('./measure')
+const { roundWaitMs } = require('../../controller/load-collector')
 
 /**
  * The faults, each run by index.js inside a phase with steady load before and
@@ -119,7 +120,7 @@ async function hangControl (ctx, phase) {
   phase.details.hungMs = ms(restoredAt - ev.at)
   phase.details.hungRequestsCut = restored.cut
   phase.details.collectingAgainAfterRestoreMs = ms(recovered - restoredAt)
-  phase.details.settings = { periodMs: st.periodMs, evictAfterFailures: opts.controllerDefaults.evictAfterFailures, collectTimeoutMs: opts.controllerDefaults.requestTimeoutMs, collectWaitMs: Math.min(opts.controllerDefaults.requestTimeoutMs, Math.max(50, Math.floor(st.periodMs / 2))) }
+  phase.details.settings = { periodMs: st.periodMs, evictAfterFailures: opts.controllerDefaults.evictAfterFailures, collectTimeoutMs: opts.controllerDefaults.requestTimeoutMs, collectWaitMs: Math.min(opts.controllerDefaults.requestTimeoutMs, roundWaitMs(st.periodMs)) }
   phase.note(`${victim} evicted ${phase.details.evictedAfterMs} ms after the hang (${evictions} eviction(s) in ${phase.details.hungMs} ms hung, ${phase.details.evictionsUntilCollectedAgain} until collected again); restored, collected again after ${phase.details.collectingAgainAfterRestoreMs} ms`)
 }
 
