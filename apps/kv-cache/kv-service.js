@@ -685,6 +685,12 @@ class KvService {
     this.#poisonReads(key, ask ? 'ask' : 'wait')
   }
 
+  /** The server whose write `fenceId` holds `key` here, or undefined when none does. */
+  holdFrom (key, fenceId) {
+    const meta = this.holds.metaOf(key, fenceId)
+    return meta === undefined ? undefined : meta.from
+  }
+
   /**
    * Store reads of `key` in flight (fills, held reads) may predate a write:
    * they are not cached (`poisoned`), and later reads do not share them.

@@ -74,6 +74,12 @@ function createMetrics (registry) {
       help: 'Fence requests refused as malformed or not from a replica of the key\'s slice (400)',
       registers
     }),
+    unlistedLifts: new Counter({
+      name: 'chopper_kv_unlisted_lifts_total',
+      help: 'Releases, aborts and lapses taken from a writer this replica\'s map no longer lists, for a hold it took here while listed (a release is taken as a lapse: the entry is dropped)',
+      labelNames: ['phase'],
+      registers
+    }),
     replicatedWriteFailures: new Counter({
       name: 'chopper_kv_replicated_write_failures_total',
       help: 'Replicated writes that could not reach every replica: phase hold (answered 503 CHOPPER_ERR_REPLICA_UNAVAILABLE, not applied) or release (applied; the replica stays held until its hold lapses)',

@@ -24,6 +24,7 @@ const {
 
 /** How long a release of a generation this server has not installed yet waits for that map (appserver-lib's holdMs). */
 const RELEASE_GENERATION_WAIT_MS = 2000
+const LIFTS = Object.freeze(['release', 'abort', 'lapse']) // the fence phases that lift a hold
 
 /** DynamoDB's partition-key limit; longer keys would fail there with a vaguer message. */
 const MAX_KEY_BYTES = 2048
@@ -192,7 +193,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
   }, async (req, res) => {
     if (fenceVerifier) verifyFence(req)
     const { key, slice } = keyOf(req)
-    const { phase, fenceId, version, heldReads } = fenceOf(req)
+    const { phase, fenceId, version, heldReads, unlisted } = fenceOf(req, key)
     const gen = Number(req.headers['x-chopper-generation'])
     // Plausible versions only: not of a generation this server has not reached, so a
     // forged release cannot put an entry above the next real write's version. Pushes
@@ -232,8 +233,16 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
     if (phase === 'hold') {
       const from = req.headers['x-kv-fence-from']
       service.hold(key, slice, fenceId, { from, url: urlOf(from, req), generation: gen, heldReads }) // synchronous: no Redis call
-    } else if (phase === 'lapse') await service.lapse(key, slice, fenceId)
-    else await service.release(key, slice, fenceId, phase === 'release' ? version : undefined, written)
+    } else if (phase === 'lapse' || (phase === 'release' && unlisted)) {
+      // A writer the map no longer lists may have been overtaken by a newer
+      // one that did not hold us for every write since: lift as a lapse
+      // (drop the entry, the next read fills from DynamoDB) rather than cache.
+      if (unlisted) metrics.unlistedLifts.inc({ phase })
+      await service.lapse(key, slice, fenceId)
+    } else {
+      if (unlisted) metrics.unlistedLifts.inc({ phase })
+      await service.release(key, slice, fenceId, phase === 'release' ? version : undefined, written)
+    }
     res.status(204).end()
   })
 
@@ -260,7 +269,16 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
     return new InvalidArgumentError(`invalid fence request: ${what}`)
   }
 
-  function fenceOf (req) {
+  /**
+   * The fence's phase, id, version and held-reads mode. `unlisted`: the
+   * sender is not a replica of the slice in this server's map, but it lifts
+   * (release, abort, lapse) a hold it took here while it was one. Maps reach
+   * members in any order, so a writer's hold may come under the map that
+   * lists it and its release under the next, which does not; refusing that
+   * release would leave the key held here until the hold lapses
+   * (holdLapseMs), every read of it waiting heldReadWaitMs first.
+   */
+  function fenceOf (req, key) {
     const refuse = (what) => refuseFence(req, what)
     const phase = req.headers['x-kv-fence']
     if (!PHASES.includes(phase) && phase !== READ_PHASE) throw refuse(`X-KV-Fence must be one of ${[...PHASES, READ_PHASE].join(', ')}`)
@@ -270,7 +288,8 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
     if (typeof fenceId !== 'string' || !/^[A-Za-z0-9._:-]{1,200}$/.test(fenceId)) throw refuse('X-KV-Fence-Id is required')
     const from = req.headers['x-kv-fence-from']
     const servers = req.chopperReplicas
-    if (typeof from !== 'string' || from === serverId || (Array.isArray(servers) && !servers.includes(from))) {
+    const unlisted = typeof from === 'string' && Array.isArray(servers) && !servers.includes(from)
+    if (typeof from !== 'string' || from === serverId || (unlisted && !(LIFTS.includes(phase) && service.holdFrom(key, fenceId) === from))) {
       throw refuse(`X-KV-Fence-From must name another replica of the key's slice, got ${JSON.stringify(from)}`)
     }
     let version
@@ -292,7 +311,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
       if (typeof v !== 'string' || !/^\d{1,32}$/.test(v)) throw refuse('X-KV-Version (the version the asking replica has cached) must be a decimal integer')
       version = BigInt(v)
     }
-    return { phase, fenceId, version, heldReads }
+    return { phase, fenceId, version, heldReads, unlisted }
   }
 
   router.use(jsonErrorHandler(logger))

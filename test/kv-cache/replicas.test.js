@@ -76,7 +76,7 @@ describe('kv-cache with replicated slices', () => {
    * answer a request itself (return true) before the app sees it.
    * `withServers: false` leaves req.chopperServers unset (URLs from the hooks).
    */
-  async function replicaSet ({ ids = ['A', 'B', 'C'], options = {}, nodeOptions = {}, intercept = {}, withServers = true, admitGeneration = (req) => Math.max(GEN, Number(req.headers['x-chopper-generation']) || 0) } = {}) {
+  async function replicaSet ({ ids = ['A', 'B', 'C'], options = {}, nodeOptions = {}, intercept = {}, withServers = true, admitGeneration = (req) => Math.max(GEN, Number(req.headers['x-chopper-generation']) || 0), listed = () => ids } = {}) {
     const servers = {}
     const nodes = {}
     for (const id of ids) {
@@ -85,7 +85,7 @@ describe('kv-cache with replicated slices', () => {
           if (intercept[id] && intercept[id](req, res)) return
           // as the shard guard would: by default it admits a fence only once it has the writer's map
           req.chopperGeneration = admitGeneration(req)
-          req.chopperReplicas = ids
+          req.chopperReplicas = listed(id)
           if (withServers) req.chopperServers = servers
           next()
         }
@@ -863,6 +863,53 @@ describe('kv-cache with replicated slices', () => {
     expect(A.kv.service.lateLifts.size).toBe(0)
     expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'lapse', outcome: 'failed' })).toBe(1)
     expect(C.kv.service.holds.held('k31')).toBe(true) // left to its own lapse
+  })
+
+  test('a writer the replica\'s map no longer lists may still lift the holds it took there while listed: its release is taken as a lapse (entry dropped, not cached), its abort as an abort; counted. Anything else from it is refused', async () => {
+    // Maps reach members in any order: C installs one without A between A's hold and its release.
+    let cLists = ['A', 'B', 'C']
+    const { nodes: { A, B, C } } = await replicaSet({ options: { heldReadWaitMs: 2000 }, listed: (id) => (id === 'C' ? cLists : ['A', 'B', 'C']) })
+    expect((await putText(kvUrl(A.url, 'k45'), 'v1')).status).toBe(204)
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'v1\'s releases' })
+    expect(await get(C, 'k45')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
+    const stall = stallPutsAfterLanding(A)
+    const write = putText(kvUrl(A.url, 'k45'), 'v2')
+    await stall.landed // C took the hold while it listed A
+    expect(C.kv.service.holds.held('k45')).toBe(true)
+    cLists = ['B', 'C']
+    stall.resume()
+    expect((await write).status).toBe(204)
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'v2\'s releases' })
+    stall.restore()
+    expect(C.kv.service.holds.held('k45')).toBe(false) // lifted at once, not after holdLapseMs
+    expect(await registryValue(C.registry, 'chopper_kv_unlisted_lifts_total', { phase: 'release' })).toBe(1)
+    expect(await registryValue(A.registry, 'chopper_kv_late_lifts_total')).toBe(0) // nothing left to send again
+    // taken as a lapse: C's entry was dropped, so it reads DynamoDB rather than caching A's value
+    expect(await get(C, 'k45')).toEqual({ status: 200, body: 'v2', outcome: 'miss' })
+    expect(B.kv.service.holds.held('k45')).toBe(false)
+    expect(await get(B, 'k45')).toEqual({ status: 200, body: 'v2', outcome: 'hit' }) // B still lists A: cached from the release
+
+    const fence = (headers) => call(`${C.url}/kv/_fence?key=k46`, { method: 'POST', headers: { 'x-chopper-generation': String(GEN), ...headers } })
+    const refused = async (headers) => {
+      const r = await fence(headers)
+      return [r.status, r.body.error && r.body.error.code]
+    }
+    // an unlisted writer cannot take a new hold...
+    expect(await refused({ 'x-kv-fence': 'hold', 'x-kv-fence-id': 'A:y:1', 'x-kv-fence-from': 'A' })).toEqual([400, 'CHOPPER_ERR_INVALID_ARG'])
+    // ...nor lift a hold that is not its own, or that does not stand
+    cLists = ['A', 'B', 'C']
+    expect((await fence({ 'x-kv-fence': 'hold', 'x-kv-fence-id': 'B:y:1', 'x-kv-fence-from': 'B' })).status).toBe(204)
+    expect((await fence({ 'x-kv-fence': 'hold', 'x-kv-fence-id': 'A:y:2', 'x-kv-fence-from': 'A' })).status).toBe(204)
+    cLists = ['C']
+    expect(await refused({ 'x-kv-fence': 'abort', 'x-kv-fence-id': 'B:y:1', 'x-kv-fence-from': 'A' })).toEqual([400, 'CHOPPER_ERR_INVALID_ARG'])
+    expect(await refused({ 'x-kv-fence': 'abort', 'x-kv-fence-id': 'A:y:9', 'x-kv-fence-from': 'A' })).toEqual([400, 'CHOPPER_ERR_INVALID_ARG'])
+    expect(C.kv.service.holds.has('k46', 'B:y:1')).toBe(true)
+    // its own standing holds it lifts: an abort, and a lapse
+    expect((await fence({ 'x-kv-fence': 'abort', 'x-kv-fence-id': 'A:y:2', 'x-kv-fence-from': 'A' })).status).toBe(204)
+    expect((await fence({ 'x-kv-fence': 'lapse', 'x-kv-fence-id': 'B:y:1', 'x-kv-fence-from': 'B' })).status).toBe(204)
+    expect(C.kv.service.holds.held('k46')).toBe(false)
+    expect(await registryValue(C.registry, 'chopper_kv_unlisted_lifts_total', { phase: 'abort' })).toBe(1)
+    expect(await registryValue(C.registry, 'chopper_kv_unlisted_lifts_total', { phase: 'lapse' })).toBe(1)
   })
 
   test('late lifts stop once the hold would have lapsed anyway, counted as expired; and on close', async () => {
