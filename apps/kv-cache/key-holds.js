@@ -40,11 +40,15 @@ class KeyHolds {
    * (or lapsed), at once when none stands; false after `timeoutMs`. Holds
    * added meanwhile are not waited for: they are of writes that began after
    * the caller did (kv-service.js, "reads wait for the writes before them").
+   * Nor are holds that have stood `maxAgeMs` or longer (the caller no longer
+   * waits for those: heldLongerThan tells whether one still stands).
    */
-  waitLifted (key, timeoutMs) {
+  waitLifted (key, timeoutMs, maxAgeMs = Infinity) {
     const ids = this.keys.get(key)
     if (!ids) return Promise.resolve(true)
-    const holds = [...ids.values()]
+    const now = performance.now()
+    const holds = [...ids.values()].filter((h) => now - h.at < maxAgeMs)
+    if (holds.length === 0) return Promise.resolve(true)
     return new Promise((resolve) => {
       let set = this.waiters.get(key)
       if (!set) this.waiters.set(key, (set = new Set()))
@@ -105,6 +109,15 @@ class KeyHolds {
   has (key, id) {
     const ids = this.keys.get(key)
     return ids !== undefined && ids.has(id)
+  }
+
+  /** Whether a hold on `key` has stood `ms` or longer (a retried hold counts from its retry). */
+  heldLongerThan (key, ms) {
+    const ids = this.keys.get(key)
+    if (!ids) return false
+    const now = performance.now()
+    for (const h of ids.values()) if (now - h.at >= ms) return true
+    return false
   }
 
   /** Whether any write holds `key` now. */

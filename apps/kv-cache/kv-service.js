@@ -180,11 +180,16 @@ class KvService {
     return this.heldReadWaitMs - Math.max(0, this.holds.age(key))
   }
 
-  /** KeyHolds.waitLifted, timed (chopper_kv_held_read_wait_seconds). */
-  async #waitLifted (key, ms) {
+  /**
+   * KeyHolds.waitLifted, timed (chopper_kv_held_read_wait_seconds): by
+   * default for the holds younger than heldReadWaitMs only. An older one (a lost release,
+   * kept until holdLapseMs) is waited for by no read, so a read under it and
+   * a fresh one waits for the fresh one's release alone, then reads DynamoDB.
+   */
+  async #waitLifted (key, ms, maxAgeMs = this.heldReadWaitMs) {
     const t0 = performance.now()
     try {
-      return await this.holds.waitLifted(key, ms)
+      return await this.holds.waitLifted(key, ms, maxAgeMs)
     } finally {
       this.metrics.heldReadWaits.observe((performance.now() - t0) / 1000)
     }
@@ -202,7 +207,7 @@ class KvService {
     // could wait for a chain of writes (then miss, after heldReadWaitMs).
     if (this.holds.held(key)) {
       const wait = this.#heldWaitMs(key)
-      if (!(wait > 0 && (await this.#waitLifted(key, wait)))) {
+      if (!(wait > 0 && (await this.#waitLifted(key, wait))) || this.holds.heldLongerThan(key, this.heldReadWaitMs)) {
         if (this.#asks(key)) return this.#askedRead(key, sliceKey, true) // an ask write's hold came meanwhile
         this.metrics.heldReads.inc({ outcome: 'store' })
         return this.#heldRead(key, sliceKey)
@@ -283,7 +288,7 @@ class KvService {
         this.logger.warn({ key, writer: hold.from, reason: r.reason }, 'a read of a held key could not be answered: its writer did not answer')
         throw new StoreUnavailableError(`key ${JSON.stringify(key)} is held by a write of server ${hold.from}, which did not answer (${r.reason}); retry the request`)
       }
-      await this.#waitLifted(key, Math.min(this.heldReadWaitMs, wait))
+      await this.#waitLifted(key, Math.min(this.heldReadWaitMs, wait), Infinity) // between asks: every hold, old ones too
     }
   }
 

@@ -749,6 +749,26 @@ describe('kv-cache with replicated slices', () => {
     expect(svc.holds.age('k24')).toBe(-1)
   })
 
+  test('heldReads wait: a hold older than heldReadWaitMs (a lost release) is waited for by no read: a read under it and a fresh hold waits for the fresh one\'s release alone, then reads DynamoDB, not its cache', async () => {
+    const { nodes: { A, C } } = await replicaSet({ options: { heldReads: 'wait', heldReadWaitMs: 5000, fenceTimeoutMs: 10000 } })
+    expect((await putText(kvUrl(A.url, 'k47'), 'v1')).status).toBe(204)
+    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'v1\'s releases' })
+    const svc = C.kv.service
+    const slice = sliceKey('k47')
+    svc.holds.add('k47', 'lost')
+    svc.holds.keys.get('k47').get('lost').at -= 6000 // taken 6 s ago, never lifted
+    svc.holds.add('k47', 'fresh')
+    let settled = false
+    const read = svc.get('k47', slice).finally(() => { settled = true })
+    expect(svc.holds.waiters.has('k47')).toBe(true) // it waits for the fresh hold...
+    svc.holds.remove('k47', 'fresh')
+    // ...and no longer once it is lifted (not for the rest of heldReadWaitMs)
+    await pollUntil(() => settled, { timeoutMs: 2000, what: 'the read to end with the fresh hold\'s release' })
+    expect(await read).toMatchObject({ value: Buffer.from('v1'), cached: false }) // DynamoDB: the lost hold still stands
+    expect(svc.holds.held('k47')).toBe(true)
+    expect(await registryValue(C.registry, 'chopper_kv_held_reads_total', { outcome: 'store' })).toBe(1)
+  })
+
   test('heldReads wait: reads of a key held past heldReadWaitMs share DynamoDB reads issued after they arrived: a burst costs fewer store reads than reads, and the others are answered "shared"', async () => {
     const { nodes: { A, C } } = await replicaSet({ options: { heldReads: 'wait', heldReadWaitMs: 100 } })
     expect((await putText(kvUrl(A.url, 'k23'), 'v1')).status).toBe(204)
