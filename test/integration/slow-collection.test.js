@@ -83,7 +83,8 @@ describe('LoadCollector: slow is not failed', () => {
     for (const r of rounds.slice(0, -1)) expect(r.slow).toEqual(['s'])
     expect(rounds.at(-1).failed).toEqual([{ id: 's', error: 'CHOPPER_ERR_TIMEOUT' }])
     expect(state.queries).toHaveLength(1)
-    await collector.collect(servers) // a new request
+    await collector.collect(servers) // a new request (the round does not wait for it to arrive: poll)
+    await pollUntil(() => state.queries.length === 2, { timeoutMs: 4000, what: 'the new request to reach the server' })
     expect(state.queries).toHaveLength(2)
   })
 
@@ -96,6 +97,7 @@ describe('LoadCollector: slow is not failed', () => {
     collector.forget('s')
     state.delayMs = 0
     const out = await collectUntilReported(collector, servers)
+    await pollUntil(() => state.queries.length >= 2, { timeoutMs: 4000, what: 'the forgotten request to reach the server too' })
     expect(state.queries).toHaveLength(2)
     expect(state.queries[1]).toEqual({})
     expect(out.reports.get('s')[0].count).toBe(2)
