@@ -4,6 +4,15 @@ const { JsonClient } = require('../core/json-client')
 const { validHot } = require('../core/hot-keys')
 
 /**
+ * How long a controller's round waits for load reports, before the request
+ * timeout caps it: half a period, at least 50 ms.
+ * @param {number} periodMs
+ */
+function roundWaitMs (periodMs) {
+  return Math.max(50, Math.floor(periodMs / 2))
+}
+
+/**
  * Collects each app server's per-range request counts and cost (busy ms)
  * (GET <controlUrl>/v1/load). Reads are not destructive: each server keeps
  * counts until the controller acknowledges the report that carried them
@@ -25,15 +34,6 @@ const { validHot } = require('../core/hot-keys')
  * A busy app server's control port (a saturated machine lags every event
  * loop by hundreds of ms) is thus not mistaken for an unreachable one.
  */
-/**
- * How long a controller's round waits for load reports, before the request
- * timeout caps it: half a period, at least 50 ms.
- * @param {number} periodMs
- */
-function roundWaitMs (periodMs) {
-  return Math.max(50, Math.floor(periodMs / 2))
-}
-
 class LoadCollector {
   /**
    * @param {{ timeoutMs?: number, waitMs?: number, clusterToken?: string }} [options]

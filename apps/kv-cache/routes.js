@@ -233,15 +233,13 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
     if (phase === 'hold') {
       const from = req.headers['x-kv-fence-from']
       service.hold(key, slice, fenceId, { from, url: urlOf(from, req), generation: gen, heldReads }) // synchronous: no Redis call
-    } else if (phase === 'lapse' || (phase === 'release' && unlisted)) {
-      // A writer the map no longer lists may have been overtaken by a newer
-      // one that did not hold us for every write since: lift as a lapse
-      // (drop the entry, the next read fills from DynamoDB) rather than cache.
-      if (unlisted) metrics.unlistedLifts.inc({ phase })
-      await service.lapse(key, slice, fenceId)
     } else {
       if (unlisted) metrics.unlistedLifts.inc({ phase })
-      await service.release(key, slice, fenceId, phase === 'release' ? version : undefined, written)
+      // A writer the map no longer lists may have been overtaken by a newer
+      // one that did not hold us for every write since: its release lifts as
+      // a lapse (drop the entry, the next read fills from DynamoDB), not cached.
+      if (phase === 'lapse' || (phase === 'release' && unlisted)) await service.lapse(key, slice, fenceId)
+      else await service.release(key, slice, fenceId, phase === 'release' ? version : undefined, written)
     }
     res.status(204).end()
   })
