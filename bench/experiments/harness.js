@@ -103,6 +103,9 @@ async function runContender (name, experiment, workload, logger) {
     }
     const replicaChoice = sut.hasController ? await replicaChoiceOf(sut.target) : null
     const before = await sut.cacheCounters()
+    // The app servers' kv counters as the measured run starts: the warm-up's and the preload's
+    // writes (fresh processes, code not yet optimised, slow fences) are not the run's.
+    const kvBefore = (await sut.serverStats()).map((s) => s && s.kv)
     const roundsBefore = sut.hasController ? (await sut.rounds()).map((x) => x.round) : []
     const runStartedAt = Date.now()
     const cpuBefore = cpuSnapshot(sut.processes)
@@ -117,8 +120,9 @@ async function runContender (name, experiment, workload, logger) {
     const stats = await sut.serverStats()
     // The layout the run ended with: servers per slice (replicas), to tell which slices reads could spread over.
     const finalLayout = sut.hasController ? await sut.layout() : null
-    // Each app server's modelled queue over the whole run (preload included): busy time, peak queue, refusals.
-    const servers = sut.serverIds.map((id, i) => ({ id, pid: sut.processes.appServers[id], capacity: stats[i] && stats[i].capacity && pick(stats[i].capacity, ['served', 'busyMs', 'peakQueue', 'refused']), guard: stats[i] && stats[i].guard, kv: stats[i] && stats[i].kv }))
+    // Each app server's modelled queue over the whole run (preload included): busy time, peak queue, refusals;
+    // its kv counters over the whole run (kv) and over the measured run alone (kvRun).
+    const servers = sut.serverIds.map((id, i) => ({ id, pid: sut.processes.appServers[id], capacity: stats[i] && stats[i].capacity && pick(stats[i].capacity, ['served', 'busyMs', 'peakQueue', 'refused']), guard: stats[i] && stats[i].guard, kv: stats[i] && stats[i].kv, kvRun: stats[i] && counterDelta(kvBefore[i], stats[i].kv) }))
     return { warmup, preload, haproxyConfig: sut.haproxyConfig, targets: sut.target, replicaChoice, finalLayout, processes: sut.processes, servers, ...m, cpu }
   } finally {
     await sut.close()
@@ -139,6 +143,19 @@ async function replicaChoiceOf (targets) {
   } finally {
     await client.close()
   }
+}
+
+/**
+ * `after` − `before`, counter by counter (a counter missing before counts
+ * from 0); null without `after`. The `_ms` sums keep 3 decimals.
+ * @param {Object<string, number>|null|undefined} before
+ * @param {Object<string, number>|null|undefined} after
+ */
+function counterDelta (before, after) {
+  if (!after) return null
+  const out = {}
+  for (const [k, v] of Object.entries(after)) out[k] = Math.round((v - ((before && before[k]) || 0)) * 1000) / 1000
+  return out
 }
 
 const pick = (o, keys) => Object.fromEntries(keys.map((k) => [k, typeof o[k] === 'number' ? Math.round(o[k] * 1000) / 1000 : o[k]]))
@@ -168,11 +185,11 @@ function outsideLine (o) {
 /**
  * ", replicated writes (N): hold A / store B / release C ms mean, D % of holds
  * over 10 ms; held reads waited W times, E ms mean" from the app servers' kv
- * counters (whole run: warm-up and preload included), when any write was
- * replicated or any read waited.
+ * counters over the measured run (kvRun: the warm-up and the preload left
+ * out), when any write was replicated or any read waited.
  */
 function replicationLine (servers) {
-  const sum = (k) => (servers || []).reduce((a, s) => a + ((s.kv && s.kv[k]) || 0), 0)
+  const sum = (k) => (servers || []).reduce((a, s) => a + ((s.kvRun && s.kvRun[k]) || 0), 0)
   const phase = (p) => ({ n: sum(`write_phase_count{"phase":"${p}"}`), ms: sum(`write_phase_ms{"phase":"${p}"}`), over10: sum(`write_phase_over_10ms{"phase":"${p}"}`) })
   const mean = (x) => (x.n > 0 ? (x.ms / x.n).toFixed(1) : '-')
   const [hold, store, release] = ['hold', 'store', 'release'].map(phase)
@@ -189,4 +206,4 @@ function cpuLine (cpu) {
   return `, CPU per request: router ${cpu.routerUs} µs, app servers ${cpu.appUs} µs${cpu.storeUs ? `, DynamoDB ${cpu.storeUs} µs` : ''}, client ${cpu.clientUs} µs${busy}`
 }
 
-module.exports = { runScenario, environment, defaults }
+module.exports = { runScenario, environment, defaults, counterDelta, replicationLine }

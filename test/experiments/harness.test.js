@@ -188,6 +188,12 @@ describe('experiments harness', () => {
     const holds = (c) => c.servers.reduce((a, s) => a + (s.kv['write_phase_count{"phase":"hold"}'] || 0), 0)
     expect(holds(r.contenders[0])).toBeGreaterThan(0)
     expect(holds(r.contenders[1])).toBe(0)
+    // kvRun: the same counters over the measured run alone. The preload's 20 writes (one per key,
+    // each replicated) held too, so the whole run's holds exceed the measured run's by at least them.
+    const runHolds = (c) => c.servers.reduce((a, s) => a + (s.kvRun['write_phase_count{"phase":"hold"}'] || 0), 0)
+    expect(runHolds(r.contenders[0])).toBeGreaterThan(0)
+    expect(holds(r.contenders[0]) - runHolds(r.contenders[0])).toBeGreaterThanOrEqual(20)
+    expect(lines.find((l) => l.includes(': chopper: '))).toContain(`replicated writes (${runHolds(r.contenders[0])})`)
     expect(lines.find((l) => l.includes(': chopper: '))).toMatch(/replicated writes \(\d+\): hold [\d.]+ \/ store [\d.]+ \/ release [\d.]+ ms mean/)
     expect(lines.find((l) => l.includes(': haproxy-random2: '))).not.toMatch(/replicated writes/)
     for (const c of r.contenders) {
@@ -328,6 +334,21 @@ describe('experiments harness', () => {
       expect(w.phases[0].keys.prefix).toBe(WARMUP_KEYS.prefix)
       for (const p of s.workload.phases) expect((p.keys.prefix || '').startsWith(WARMUP_KEYS.prefix)).toBe(false)
     }
+  })
+})
+
+describe('counterDelta and replicationLine: the app servers\' kv counters over the measured run', () => {
+  const { counterDelta, replicationLine } = require('../../bench/experiments/harness')
+  test('after minus before, counter by counter; a counter new since counts from 0; null without after', () => {
+    expect(counterDelta({ a: 5, 'b_ms{"phase":"hold"}': 10.5 }, { a: 7, 'b_ms{"phase":"hold"}': 40.75, c: 3 })).toEqual({ a: 2, 'b_ms{"phase":"hold"}': 30.25, c: 3 })
+    expect(counterDelta(null, { a: 1 })).toEqual({ a: 1 })
+    expect(counterDelta({ a: 1 }, null)).toBe(null)
+  })
+  test('the progress line reads kvRun, not the whole run\'s kv', () => {
+    const kv = (holds, ms) => ({ 'write_phase_count{"phase":"hold"}': holds, 'write_phase_ms{"phase":"hold"}': ms, 'write_phase_over_10ms{"phase":"hold"}': 0 })
+    const servers = [{ kv: kv(50, 5000), kvRun: kv(40, 80) }, { kv: kv(10, 900), kvRun: kv(10, 20) }]
+    expect(replicationLine(servers)).toMatch(/^, replicated writes \(50\): hold 2\.0 \//)
+    expect(replicationLine([{ kv: kv(5, 50), kvRun: kv(0, 0) }])).toBe('')
   })
 })
 
