@@ -125,7 +125,14 @@ describe('run with checkStaleReads', () => {
   test('a store that sometimes answers the value before is caught', async () => {
     kv = await startKv({ staleEvery: 4 })
     const result = await run(spec, { target: kv.url, checkStaleReads: true })
-    expect(result.staleReads.stale).toBeGreaterThan(10)
+    // Caught, and never more than the store served: an older value answers a GET sent after
+    // the newer write's acknowledgement (stale) or while it ran (concurrent, right). How many
+    // are which depends on the timing: on an idle machine 46 or 47 of 47, on a busy CI runner
+    // 9 (the client's timers fire late and send requests in bunches, each concurrent with
+    // the writes of its bunch), so the test asserts no share.
+    expect(result.staleReads.stale).toBeGreaterThan(0)
+    expect(result.staleReads.stale).toBeLessThanOrEqual(kv.oldAnswers())
+    expect(kv.oldAnswers()).toBeGreaterThan(10)
     expect(result.staleReads.examples.length).toBeGreaterThan(0)
   })
 
