@@ -5,7 +5,7 @@ const loadgen = require('../../loadgen')
 const { CONTENDER_NAMES, CONTENDERS } = require('./contenders')
 const { contenderMetrics, ratios } = require('./metrics')
 const { startSutProcess } = require('./sut-process')
-const { scaleWorkload, scaleRate, preloadWorkload, warmupWorkload, modelledCapacity } = require('./scenario')
+const { scaleWorkload, scaleRate, preloadWorkload, warmupWorkload, modelledCapacity, round3 } = require('./scenario')
 const { cpuSnapshot, cpuCost, machineLoad } = require('./cpu-cost')
 const { haproxyVersion } = require('./haproxy-process')
 const { checkRepeats, rankedBy, runOrder, foldRuns } = require('./repeats')
@@ -154,11 +154,11 @@ async function replicaChoiceOf (targets) {
 function counterDelta (before, after) {
   if (!after) return null
   const out = {}
-  for (const [k, v] of Object.entries(after)) out[k] = Math.round((v - ((before && before[k]) || 0)) * 1000) / 1000
+  for (const [k, v] of Object.entries(after)) out[k] = round3(v - ((before && before[k]) || 0))
   return out
 }
 
-const pick = (o, keys) => Object.fromEntries(keys.map((k) => [k, typeof o[k] === 'number' ? Math.round(o[k] * 1000) / 1000 : o[k]]))
+const pick = (o, keys) => Object.fromEntries(keys.map((k) => [k, typeof o[k] === 'number' ? round3(o[k]) : o[k]]))
 
 /** Where and with what the figures were measured. */
 function environment () {

@@ -209,4 +209,4 @@ function modelledCapacity (experiment, workload) {
 
 const round3 = (x) => Math.round(x * 1000) / 1000
 
-module.exports = { modelledCapacity, EXPERIMENT_DEFAULTS, SCENARIO_DIR, validateScenario, loadScenario, scenarioNames, scaleWorkload, scaleRate, preloadWorkload, warmupWorkload, WARMUP_KEYS }
+module.exports = { round3, modelledCapacity, EXPERIMENT_DEFAULTS, SCENARIO_DIR, validateScenario, loadScenario, scenarioNames, scaleWorkload, scaleRate, preloadWorkload, warmupWorkload, WARMUP_KEYS }
