@@ -36,6 +36,8 @@ const TABLE = {
   PeerStatusError: ['CHOPPER_ERR_PEER_STATUS', 502],
   NotLeaderError: ['CHOPPER_ERR_NOT_LEADER', 503],
   StaleEpochError: ['CHOPPER_ERR_STALE_EPOCH', 409],
+  // a map diff (core/map-diff.js) whose base is not the receiver's generation: the sender sends the full map
+  DiffBaseError: ['CHOPPER_ERR_DIFF_BASE', 409],
   ImplausibleValueError: ['CHOPPER_ERR_IMPLAUSIBLE', 400],
   DeposedError: ['CHOPPER_ERR_DEPOSED', 503],
   // The authenticated control plane (core/cluster-auth.js, docs/security.md).
