@@ -14,6 +14,7 @@ const { silent } = require('../core/logger')
 const { pollUntil } = require('../core/poll')
 const { Membership } = require('../core/membership')
 const { LeaseKeeper } = require('./lease-keeper')
+const { resolveMap } = require('../core/map-diff')
 const { RequestVerifier, validateToken, warnUnauthenticated } = require('../core/cluster-auth')
 
 /** Every option of createAppServer and its default. */
@@ -35,7 +36,7 @@ const defaults = Object.freeze({
   // admission; a controller outage longer than a lease stops this server).
   // 'available': keep serving the last map without a controller. See docs/ownership.md.
   consistency: 'available',
-  renewMs: 250, // lease renewal period (the controller's leaseMs is several times this)
+  renewMs: undefined, // lease renewal period; undefined: the one the controller's grants name (250 ms in small clusters, longer in large ones)
   holdMs: 2000, // a request for a slice in handoff waits this long for the grant
   drainTimeoutMs: 1000, // a revoke push waits this long for in-flight requests before answering
   // Which of them: 'writes' (methods other than GET, HEAD, OPTIONS; a read
@@ -81,7 +82,8 @@ function createAppServer (options) {
   if (clusterToken === undefined) warnUnauthenticated(log)
   const registry = opts.registry || new Registry()
 
-  for (const k of ['renewMs', 'drainTimeoutMs', 'drainDeadlineMs']) {
+  if (opts.renewMs !== undefined && (!Number.isInteger(opts.renewMs) || opts.renewMs < 1)) throw new InvalidArgumentError('invalid renewMs: expected an integer >= 1, or undefined to follow the controller')
+  for (const k of ['drainTimeoutMs', 'drainDeadlineMs']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
   const guard = new ShardGuard({ serverId: id, onAcquire: opts.onAcquire, onRelease: opts.onRelease, onAssignment: opts.onAssignment, consistency: opts.consistency, leases: Boolean(controllerUrl), holdMs: opts.holdMs, handoffDrain: opts.handoffDrain, logger: log })
@@ -142,13 +144,15 @@ function createAppServer (options) {
     return urls
   }
 
-  function installFromController (assignment) {
-    if (!assignment) return
+  /** A map or a diff (core/map-diff.js) from a registration or renewal answer. */
+  function installFromController (body) {
+    if (!body) return
     try {
-      guard.setAssignment(assignment)
+      guard.setAssignment(resolveMap(guard.map && guard.map.assignment, body))
     } catch (err) {
-      // A push may already have installed a newer generation: that is fine.
-      if (err.code !== 'CHOPPER_ERR_STALE_GENERATION') throw err
+      // A push may already have installed a newer generation (or moved us off
+      // the diff's base): that is fine; the next renewal reports where we are.
+      if (err.code !== 'CHOPPER_ERR_STALE_GENERATION' && err.code !== 'CHOPPER_ERR_DIFF_BASE') throw err
     }
   }
 

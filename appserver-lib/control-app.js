@@ -4,6 +4,7 @@ const express = require('express')
 const { jsonErrorHandler, notFound } = require('../core/http')
 const { MalformedBodyError, InvalidArgumentError } = require('../core/errors')
 const { verifyMiddleware, jsonWithRawBody } = require('../core/cluster-auth')
+const { resolveMap } = require('../core/map-diff')
 
 /**
  * The app server's control plane, on its own port: assignment pushes, load
@@ -16,11 +17,13 @@ function createControlApp ({ guard, registry, drainTimeoutMs = 1000, verifier = 
   app.disable('x-powered-by')
   app.use(jsonWithRawBody('64mb')) // keeps the exact bytes, which the signature covers
   const signed = verifyMiddleware(verifier)
+  const signedMap = verifyMiddleware(verifier, { maps: true })
 
-  app.put('/v1/assignment', signed, async (req, res, next) => {
+  // The body is a full map or a diff from the generation we hold (core/map-diff.js).
+  app.put('/v1/assignment', signedMap, async (req, res, next) => {
     try {
       if (!req.is('application/json')) throw new MalformedBodyError('expected an application/json assignment body')
-      const { changed, hooks } = guard.setAssignment(req.body)
+      const { changed, hooks } = guard.setAssignment(resolveMap(guard.map && guard.map.assignment, req.body))
       let hookError
       try {
         await hooks
@@ -35,8 +38,10 @@ function createControlApp ({ guard, registry, drainTimeoutMs = 1000, verifier = 
       res.json({ accepted: true, changed, generation: guard.generation, drainedGeneration: guard.drainedGeneration, drained, ...(hookError ? { hookError } : {}) })
     } catch (err) {
       // A stale push is routine (registration can install a newer map first); anything else is not.
-      const level = err.code === 'CHOPPER_ERR_STALE_GENERATION' ? 'debug' : 'warn'
-      logger[level]({ err: { code: err.code, message: err.message } }, 'assignment push rejected')
+      const level = err.code === 'CHOPPER_ERR_STALE_GENERATION' || err.code === 'CHOPPER_ERR_DIFF_BASE' ? 'debug' : 'warn'
+      logger[level]({ err }, 'assignment push rejected')
+      // A diff from another base: the controller sends a diff from the generation named here, or the full map.
+      if (err.code === 'CHOPPER_ERR_DIFF_BASE') return res.status(409).json({ error: { code: err.code, message: err.message }, generation: guard.generation })
       next(err)
     }
   })

@@ -227,7 +227,7 @@ export const defaults: Readonly<{
   enforceOwnership: boolean
   cost: CostMode
   consistency: Consistency
-  renewMs: number
+  renewMs: number | undefined
   holdMs: number
   drainTimeoutMs: number
   drainDeadlineMs: number

@@ -20,10 +20,13 @@ class LeaseKeeper {
    * @param {(report: {generation, drainedGeneration}) => Promise<object>} options.renew one renewal call
    * @param {(assignment) => void} options.install installs an assignment from the controller
    * @param {() => void} options.onUnknown the controller does not know us (evicted, restarted): re-register
-   * @param {number} options.renewMs
+   * @param {number} [options.renewMs] fixed period; undefined follows the controller's lease grants
    */
   constructor ({ guard, renew, install, onUnknown, renewMs, logger = silent }) {
-    Object.assign(this, { guard, renew, install, onUnknown, renewMs, logger })
+    // renewMs undefined: the period the controller's lease grants name (renewMs, chosen by cluster size), 250 ms until one arrives.
+    Object.assign(this, { guard, renew, install, onUnknown, logger })
+    this.fixedRenewMs = renewMs
+    this.renewMs = renewMs === undefined ? 250 : renewMs
     this.timer = null
     this.stopped = true
     this.failures = 0
@@ -38,8 +41,12 @@ class LeaseKeeper {
 
   /** Apply a registration answer's lease; `sentAt` is when the registration left. */
   apply (body, sentAt) {
+    // A full map, or a diff from the generation the call reported (core/map-diff.js).
     if (body && body.assignment) this.install(body.assignment)
+    if (body && body.diff) this.install(body.diff)
     if (body && body.lease) {
+      const asked = body.lease.renewMs
+      if (this.fixedRenewMs === undefined && Number.isInteger(asked) && asked >= 10 && asked <= 60000) this.renewMs = asked
       if (!this.warned && body.lease.leaseMs < 3 * this.renewMs) {
         this.warned = true
         this.logger.warn({ leaseMs: body.lease.leaseMs, renewMs: this.renewMs }, 'the controller\'s lease is under three renewals: one slow renewal will stop this server admitting')

@@ -17,8 +17,10 @@ const { InvalidArgumentError, UnauthenticatedError, ForbiddenError, ReplayCacheF
 const HEADERS = Object.freeze({
   timestamp: 'x-chopper-timestamp',
   nonce: 'x-chopper-nonce',
-  signature: 'x-chopper-signature'
+  signature: 'x-chopper-signature',
+  mapSignature: 'x-chopper-map-signature'
 })
+const MAP_SIGNATURE = /^(\d{1,15})\.([A-Za-z0-9_-]{43})$/
 const MIN_TOKEN_LENGTH = 16
 const TIMESTAMP = /^\d{1,15}$/
 const NONCE = /^[A-Za-z0-9_-]{8,64}$/
@@ -72,6 +74,27 @@ function signRequest ({ token, method, path, body, now = Date.now(), nonce = cry
     [HEADERS.nonce]: nonce,
     [HEADERS.signature]: mac(token, method, path, timestamp, nonce, body, context).toString('base64url')
   }
+}
+
+/**
+ * A map push signed once for every target (docs/security.md, "Signed maps"):
+ * `X-Chopper-Map-Signature: <ms>.<HMAC(token, "map", ms, SHA-256(body))>`.
+ * It carries no nonce: a replayed map or diff is harmless, as members refuse
+ * any generation not above theirs and any diff not from theirs, and the
+ * timestamp bounds a replay to the clock window. `bodyHash` (hex SHA-256 of
+ * the body) lets the pusher hash a body once and re-sign it as time passes.
+ * @returns {string} the header value
+ */
+function signMap ({ token, bodyHash, now = Date.now() }) {
+  const ts = String(Math.floor(now))
+  const h = crypto.createHmac('sha256', token)
+  h.update(`map\n${ts}\n${bodyHash}`)
+  return `${ts}.${h.digest('base64url')}`
+}
+
+/** Hex SHA-256 of a body, as signMap takes it. */
+function hashBody (body) {
+  return crypto.createHash('sha256').update(bodyBytes(body)).digest('hex')
 }
 
 /**
@@ -142,6 +165,32 @@ class RequestVerifier {
     this.stats.accepted++
   }
 
+  /**
+   * Check a signed map push (signMap): the signature matches the body and its
+   * timestamp is within the clock window. No nonce: see signMap.
+   * @param {{ headers: object, rawBody?: Buffer }} request
+   */
+  verifyMap ({ headers, rawBody }) {
+    const value = headers[HEADERS.mapSignature]
+    const m = typeof value === 'string' ? MAP_SIGNATURE.exec(value) : null
+    if (!m) {
+      this.stats.forbidden++
+      throw new ForbiddenError('malformed X-Chopper-Map-Signature: expected <ms>.<HMAC-SHA256 in base64url>')
+    }
+    const now = this.now()
+    if (Math.abs(now - Number(m[1])) > this.maxSkewMs) {
+      this.stats.forbidden++
+      throw new ForbiddenError(`stale or future map signature: ${Math.round((now - Number(m[1])) / 1000)} s from this clock, outside ±${this.maxSkewMs / 1000} s`)
+    }
+    const h = crypto.createHmac('sha256', this.#token)
+    h.update(`map\n${m[1]}\n${hashBody(rawBody)}`)
+    if (!crypto.timingSafeEqual(h.digest(), Buffer.from(m[2], 'base64url'))) {
+      this.stats.forbidden++
+      throw new ForbiddenError('bad map signature: not signed with this cluster\'s token, or the body changed on the way')
+    }
+    this.stats.accepted++
+  }
+
   #remember (nonce, expiresAt, now) {
     // Cheap pruning from the front; a full sweep only when the cache is full.
     for (const [n, t] of this.nonces) {
@@ -162,13 +211,16 @@ class RequestVerifier {
 /**
  * Express middleware verifying each request with `verifier` (after the body
  * parser: see jsonWithRawBody); a pass-through when `verifier` is null (no
- * cluster token configured). Errors go to the app's JSON error handler.
+ * cluster token configured). With `maps`, a map-signed push (signMap) is
+ * taken too. Errors go to the app's JSON error handler.
  */
-function verifyMiddleware (verifier) {
+function verifyMiddleware (verifier, { maps = false } = {}) {
   if (!verifier) return function unauthenticated (req, res, next) { next() }
   return function verifySignature (req, res, next) {
     try {
-      verifier.verify({ method: req.method, path: req.originalUrl, headers: req.headers, rawBody: req.rawBody })
+      // A map push may be signed once for all targets instead (signMap).
+      if (maps && req.headers[HEADERS.mapSignature] !== undefined) verifier.verifyMap({ headers: req.headers, rawBody: req.rawBody })
+      else verifier.verify({ method: req.method, path: req.originalUrl, headers: req.headers, rawBody: req.rawBody })
       next()
     } catch (err) {
       next(err)
@@ -193,4 +245,4 @@ function warnUnauthenticated (logger) {
   logger.warn('control plane unauthenticated: set clusterToken / CHOPPER_CLUSTER_TOKEN')
 }
 
-module.exports = { signRequest, RequestVerifier, verifyMiddleware, jsonWithRawBody, validateToken, warnUnauthenticated, HEADERS, MIN_TOKEN_LENGTH }
+module.exports = { signRequest, signMap, hashBody, RequestVerifier, verifyMiddleware, jsonWithRawBody, validateToken, warnUnauthenticated, HEADERS, MIN_TOKEN_LENGTH }

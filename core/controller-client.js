@@ -89,8 +89,9 @@ class ControllerClient {
     await this.#call('delete', `/v1/frontends/${encodeURIComponent(id)}`)
   }
 
-  async getAssignment () {
-    return this.#call('get', '/v1/assignment')
+  /** The current map; with `since` (a generation held), a diff from it when the controller still has it. */
+  async getAssignment (since) {
+    return this.#call('get', since > 0 ? `/v1/assignment?since=${since}` : '/v1/assignment')
   }
 
   /** Close the pool now (its member is closing): calls in flight reject. */

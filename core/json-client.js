@@ -46,17 +46,20 @@ class JsonClient {
   /**
    * @param {string} method
    * @param {string} url absolute
-   * @param {{ body?: object|Buffer, query?: Record<string, string|number> }} [options]
-   *   body: an object is sent as JSON; a Buffer (from `json()`) as it is, as JSON
+   * @param {{ body?: object|Buffer, query?: Record<string, string|number>, headers?: object, sign?: boolean }} [options]
+   *   body: an object is sent as JSON; a Buffer (from `json()`) as it is, as JSON;
+   *   headers: added (a gzip body's content-encoding, a map signature);
+   *   sign: false leaves the request unsigned (a body that signs itself: signMap)
    */
-  async request (method, url, { body, query } = {}) {
+  async request (method, url, { body, query, headers: extra, sign = true } = {}) {
     const target = new URL(url)
     if (query) for (const [k, v] of Object.entries(query)) target.searchParams.append(k, String(v))
     const payload = body === undefined ? undefined : (Buffer.isBuffer(body) ? body : json(body))
     const headers = { accept: 'application/json' }
     if (payload !== undefined) headers['content-type'] = 'application/json'
+    if (extra) Object.assign(headers, extra)
     const upper = method.toUpperCase()
-    if (this.#token !== undefined) Object.assign(headers, signRequest({ token: this.#token, method: upper, path: target.pathname + target.search, body: payload }))
+    if (this.#token !== undefined && sign) Object.assign(headers, signRequest({ token: this.#token, method: upper, path: target.pathname + target.search, body: payload }))
     const signal = AbortSignal.timeout(this.timeoutMs)
     let res
     let text

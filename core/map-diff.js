@@ -133,4 +133,12 @@ function applyDiff (base, diff) {
   return out
 }
 
-module.exports = { diffMaps, applyDiff, isDiff }
+/**
+ * The full map a push or answer body brings a holder of `current` to: the
+ * body itself when it is a full map, else the diff applied to `current`.
+ */
+function resolveMap (current, body) {
+  return isDiff(body) ? applyDiff(current, body) : body
+}
+
+module.exports = { diffMaps, applyDiff, isDiff, resolveMap }

@@ -7,6 +7,7 @@ const { Membership } = require('../core/membership')
 const { jsonErrorHandler, notFound, listen, close } = require('../core/http')
 const { MalformedBodyError } = require('../core/errors')
 const { RequestVerifier, verifyMiddleware, jsonWithRawBody, validateToken, warnUnauthenticated } = require('../core/cluster-auth')
+const { resolveMap, isDiff } = require('../core/map-diff')
 
 /**
  * A front end's side of the control plane: the control listener (assignment
@@ -23,10 +24,17 @@ function createControlPlane ({ id, table, controllerUrl, host, controlPort, adve
   const control = express()
   control.disable('x-powered-by')
   control.use(jsonWithRawBody('64mb')) // keeps the exact bytes, which the signature covers
-  const signed = verifyMiddleware(clusterToken === undefined ? null : new RequestVerifier({ token: clusterToken }))
+  const signed = verifyMiddleware(clusterToken === undefined ? null : new RequestVerifier({ token: clusterToken }), { maps: true })
+  // The body is a full map or a diff from the generation we hold (core/map-diff.js).
   control.put('/v1/assignment', signed, (req, res) => {
     if (!req.is('application/json')) throw new MalformedBodyError('expected an application/json assignment body')
-    const changed = table.set(req.body)
+    let changed
+    try {
+      changed = table.set(resolveMap(table.map && table.map.assignment, req.body))
+    } catch (err) {
+      if (err.code !== 'CHOPPER_ERR_DIFF_BASE') throw err
+      return res.status(409).json({ error: { code: err.code, message: err.message }, generation: table.generation })
+    }
     res.json({ accepted: true, changed, generation: table.generation })
   })
   control.get('/v1/assignment', (req, res) => res.json({ generation: table.generation, assignment: table.map ? table.map.assignment : null }))
@@ -41,13 +49,16 @@ function createControlPlane ({ id, table, controllerUrl, host, controlPort, adve
   let membership = null
   let controlUrl = null
 
+  /** A registration answer: the full map, or a diff from the generation we registered with, when we are behind. */
   function install (body) {
-    if (!body || !body.assignment) return
+    const next = body && (body.assignment || body.diff)
+    if (!next) return
     try {
       // A newer generation only; a controller that restarted from generation 1 is caught up by pushes.
-      if (body.assignment.generation > table.generation) table.set(body.assignment)
+      if (next.generation > table.generation) table.set(resolveMap(table.map && table.map.assignment, next))
     } catch (err) {
-      logger.warn({ err: { code: err.code, message: err.message } }, 'assignment from the controller rejected')
+      // A diff from a generation we left meanwhile (a push came first): the next push or pull brings it.
+      logger[isDiff(next) ? 'debug' : 'warn']({ err }, 'assignment from the controller rejected')
     }
   }
 

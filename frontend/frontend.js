@@ -14,6 +14,7 @@ const { jsonErrorHandler, listen, close } = require('../core/http')
 const { InvalidArgumentError } = require('../core/errors')
 const { silent } = require('../core/logger')
 const { validateToken } = require('../core/cluster-auth')
+const { resolveMap } = require('../core/map-diff')
 
 // The largest body the fast data server reads whole (frontend/fast-http.js); a request with a
 // larger one, or a chunked one, goes to Node's server, whose path buffers up to bufferLimit or streams.
@@ -80,7 +81,7 @@ function createFrontend (options = {}) {
 
   let known = new Set()
   const table = new RoutingTable({
-    pull: client ? () => client.getAssignment() : undefined,
+    pull: client ? async () => resolveMap(table.map && table.map.assignment, await client.getAssignment(table.generation)) : undefined,
     logger: log,
     onChange (map) {
       // Close pools of servers that left, so their sockets do not linger.
