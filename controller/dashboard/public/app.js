@@ -13,6 +13,8 @@
  */
 ;(function () {
   const $ = (sel) => document.querySelector(sel)
+  const { el, fmtRate, pct } = window.Chopper.dom // members.js, loaded first
+  const members = window.Chopper.members
   const SVG = 'http://www.w3.org/2000/svg'
   // Margins shared by the heatmap and the trend charts, so their rounds line up.
   const M = { l: 76, r: 30, t: 6, b: 20 }
@@ -94,12 +96,14 @@
 
   function render () {
     if (!model.ready) return
-    for (const id of Object.keys(model.state.servers).sort()) colourOf(id)
+    // Small clusters: colours in id order. Summarized ones colour the servers shown, as they appear.
+    if (model.state.servers) for (const id of Object.keys(model.state.servers).sort()) colourOf(id)
     renderSummary()
     drawHeatmap()
     renderTrends()
-    renderServers()
-    renderState()
+    const view = { state: model.state, last: model.rounds[model.rounds.length - 1], colourOf, perSecond, unit: unit() }
+    members.renderServers(view)
+    members.renderState(view)
   }
 
   // ---- helpers ----
@@ -138,26 +142,7 @@
   const perSecond = (count) => (count * 1000) / (model.state ? model.state.periodMs : 1000)
   // Loads are in the controller's loadMetric: busy ms (cost) or requests.
   const unit = () => (model.state && model.state.loadMetric === 'cost' ? 'busy ms/s' : 'req/s')
-  const fmtRate = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2))
   const hex = (k) => '0x' + Math.min(k, model.keyspaceSize - 1).toString(16).padStart(8, '0')
-  const pct = (f) => (f * 100).toFixed(f < 0.1 ? 1 : 0) + '%'
-
-  function el (tag, attrs = {}, ...children) {
-    const e = document.createElement(tag)
-    for (const [k, v] of Object.entries(attrs)) {
-      if (k === 'class') e.className = v
-      else if (k === 'text') e.textContent = v
-      else if (k.startsWith('data-')) e.setAttribute(k, v)
-      else e[k] = v
-    }
-    for (const c of children) if (c !== null && c !== undefined) e.append(c)
-    return e
-  }
-
-  function badge (text, kind) {
-    return el('span', { class: `badge ${kind}`, text })
-  }
-
   /** Owner layout of a column as runs of buckets: "app-1:0-84,app-2:85-170,…". */
   function layoutOf (col) {
     const runs = []
@@ -175,14 +160,15 @@
   function renderSummary () {
     const s = model.state
     const last = model.rounds[model.rounds.length - 1]
-    const members = Object.values(s.servers)
+    const count = s.servers ? Object.keys(s.servers).length : s.serverSummary.count
+    const draining = s.servers ? Object.values(s.servers).some((m) => m.draining) : s.serverSummary.draining > 0
     $('#sum-strategy').textContent = s.strategy
     $('#sum-generation').textContent = String(s.generation)
     $('#sum-round').textContent = last ? String(last.round) : '–'
     $('#sum-imbalance').textContent = last ? last.imbalance.toFixed(2) : '–'
     $('#sum-load').textContent = last ? `${fmtRate(perSecond(last.totalLoad))} ${unit()}` : '–'
-    $('#sum-servers').textContent = `${members.length}${members.some((m) => m.draining) ? ' (draining)' : ''}`
-    $('#sum-frontends').textContent = String(Object.keys(s.frontends).length)
+    $('#sum-servers').textContent = `${count}${draining ? ' (draining)' : ''}`
+    $('#sum-frontends').textContent = String(s.frontends ? Object.keys(s.frontends).length : s.frontendSummary.count)
     $('#sum-handoff').textContent = s.handoff.inProgress ? 'in progress' : 'idle'
     $('#bucket-count').textContent = String(model.buckets)
   }
@@ -291,11 +277,17 @@
     canvas.dataset.layout = newest ? layoutOf(newest) : ''
     $('#legend-max').textContent = max > 0 ? `${fmtRate(perSecond(max))} ${unit()} per bucket` : 'no load yet'
     const key = $('#owner-key')
-    key.replaceChildren('owner now: ', ...[...colours].filter(([id]) => newest && newest.servers.includes(id)).map(([id, c]) => {
-      const sw = el('i', { class: 'swatch' })
-      sw.style.background = c
-      return el('span', {}, sw, id + ' ')
-    }))
+    if (newest && newest.servers.length > SERVER_COLOURS.length) {
+      // More owners than colours: a key would repeat them; the tooltip names each bucket's owner.
+      const of = newest.serverCount ? ` of ${newest.serverCount} servers` : ''
+      key.replaceChildren(`owner now: ${newest.servers.length} servers own a bucket${of} (colours repeat; hover for names)`)
+    } else {
+      key.replaceChildren('owner now: ', ...[...colours].filter(([id]) => newest && newest.servers.includes(id)).map(([id, c]) => {
+        const sw = el('i', { class: 'swatch' })
+        sw.style.background = c
+        return el('span', {}, sw, id + ' ')
+      }))
+    }
   }
 
   function onHover (e) {
@@ -395,115 +387,6 @@
     t.setAttribute('text-anchor', anchor)
     t.textContent = s
     return t
-  }
-
-  // ---- servers ----
-
-  function renderServers () {
-    const s = model.state
-    const ids = Object.keys(s.servers).sort()
-    const last = model.rounds[model.rounds.length - 1]
-    const load = (id) => (last && last.perServer[id] !== undefined ? last.perServer[id] : 0)
-    const max = Math.max(1e-9, ...ids.map(load))
-    const mean = ids.length ? ids.reduce((a, id) => a + load(id), 0) / ids.length : 0
-    const rows = ids.map((id) => {
-      const m = s.servers[id]
-      const colour = colourOf(id)
-      const fill = el('div', { class: 'fill' })
-      fill.style.width = `${(100 * load(id)) / max}%`
-      fill.style.background = colour
-      const meanMark = el('div', { class: 'mean', title: 'mean load' })
-      meanMark.style.left = `${(100 * mean) / max}%`
-      const shareFill = el('div', { class: 'share-fill' })
-      shareFill.style.width = `${100 * m.keyspaceShare}%`
-      shareFill.style.background = colour
-      const rate = m.loadUnknown ? 'unknown' : `${fmtRate(perSecond(load(id)))} ${unit()}`
-      return el('div', { class: 'server', 'data-server': id, 'data-load': String(load(id)) },
-        el('div', { class: 'name' }, swatch(colour), id),
-        el('div', { class: 'track' }, fill, meanMark),
-        el('div', {}),
-        el('div', { class: 'share-track', title: 'keyspace share' }, shareFill),
-        el('div', { class: 'meta' },
-          el('span', {}, el('b', { text: rate })),
-          el('span', {}, 'share ', el('b', { text: pct(m.keyspaceShare) })),
-          el('span', {}, el('b', { text: String(m.slices) }), ' slices'),
-          el('span', {}, el('b', { text: String(m.replicas || 0) }), ' replicas'),
-          m.draining ? badge('draining', 'warn') : null,
-          m.loadUnknown ? badge(`load unknown (${m.collectionFailures} failed)`, 'bad') : null
-        )
-      )
-    })
-    $('#servers').replaceChildren(...(rows.length ? rows : [el('p', { class: 'hint', text: 'no app server registered' })]))
-  }
-
-  function swatch (colour) {
-    const sw = el('span', { class: 'swatch' })
-    sw.style.background = colour
-    return sw
-  }
-
-  // ---- cluster state ----
-
-  function renderState () {
-    const s = model.state
-    const behind = (g) => (g >= s.generation ? 'current' : `${s.generation - g} behind`)
-    const pushCell = (p) => {
-      if (!p) return el('td', { text: '–' })
-      if (!p.lagging) return el('td', {}, badge('acked', 'ok'))
-      // Behind without a failure: the push is in flight (retries follow failures only).
-      if (!p.failures) return el('td', {}, badge('pushing', 'warn'), el('small', { text: ` acked ${behind(p.acked)}` }))
-      return el('td', {}, badge(`retrying · ${p.failures} failed`, 'bad'), el('small', { text: ` acked ${behind(p.acked)}` }))
-    }
-    const rows = []
-    for (const id of Object.keys(s.servers).sort()) {
-      const m = s.servers[id]
-      const health = m.draining
-        ? badge('draining', 'warn')
-        : m.loadUnknown
-          ? badge(`load unknown · ${m.collectionFailures} failed`, 'bad')
-          : badge('healthy', 'ok')
-      const lease = m.leaseRemainingMs > 0 ? `${m.leaseRemainingMs} ms` : 'lapsed'
-      rows.push(el('tr', { 'data-member': id },
-        el('td', {}, swatch(colourOf(id)), id, el('small', { text: ' app server' })),
-        el('td', {}, health),
-        el('td', { text: lease }),
-        el('td', { text: behind(m.generation), title: `holds ${m.generation}, drained ${m.drainedGeneration}` }),
-        pushCell(m.push)))
-    }
-    for (const id of Object.keys(s.frontends).sort()) {
-      const f = s.frontends[id]
-      rows.push(el('tr', { 'data-member': id },
-        el('td', {}, id, el('small', { text: ' front end' })),
-        el('td', {}, badge('subscribed', 'ok')),
-        el('td', { text: '–' }),
-        el('td', { text: f.push && !f.push.lagging ? 'current' : '–' }),
-        pushCell(f.push)))
-    }
-    $('#members tbody').replaceChildren(...rows)
-
-    const h = s.handoff
-    facts('#handoff', {
-      mode: h.mode,
-      'in progress': h.inProgress ? `yes, waiting for ${Object.keys(h.waitingFor).join(', ') || 'nobody'}` : 'no',
-      revokes: h.revokes,
-      grants: h.grants,
-      direct: h.direct,
-      'lease lapses': h.leaseLapses
-    })
-    facts('#strategy-options', { strategy: s.strategy, period: `${s.periodMs} ms`, lease: `${s.leaseMs} ms`, ...s.strategyOptions })
-    facts('#pushes', {
-      generation: s.generation,
-      pushes: s.pushes.pushes,
-      failures: s.pushes.failures,
-      'refused stale': s.pushes.rejected,
-      behind: s.pushes.lagging.length ? s.pushes.lagging.map((l) => l.target.replace(/^(server|frontend):/, '')).join(', ') : 'none'
-    })
-  }
-
-  function facts (sel, obj) {
-    const out = []
-    for (const [k, v] of Object.entries(obj)) out.push(el('dt', { text: k }), el('dd', { text: String(v) }))
-    $(sel).replaceChildren(...out)
   }
 
   // ---- wiring ----
