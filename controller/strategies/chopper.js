@@ -5,7 +5,7 @@ const { InvalidArgumentError } = require('../../core/errors')
 const {
   validateAssignment, evenAssignment, cloneAssignment, keyChurn, serverLoads, imbalance, cutEvenly
 } = require('../../core/assignment')
-const { indexServers, frozenFlags, toColumns, serversOf } = require('./columns')
+const { indexServers, indexSets, frozenFlags, toColumns, serversOf } = require('./columns')
 const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange, resolveInputs } = require('./inputs')
 const { mergeColumns } = require('./merge')
 const { moveColumns } = require('./move')
@@ -165,20 +165,21 @@ function initial (servers, opts) {
  * Same figure as `imbalance(serverLoads(...))` without the known servers,
  * computed from columns: per-server loads summed in key order, then handed to
  * `imbalance` in sorted id order (the order the cloned servers object had).
- * Replicated slices (`c.rep`) count their share on each of their servers;
- * with `replicate: false` there are none, and a slice counts on its primary
- * only, as before replication existed.
+ * Replicated slices (`rep[i] >= 0`, a set in `sets`) count their share on each
+ * of their servers; with `replicate: false` there are none, and a slice counts
+ * on its primary only, as before replication existed.
  */
-function knownImbalance (c, index, frozen, sets) {
+function knownImbalance (c, rep, index, frozen, sets) {
   const perServer = new Float64Array(index.ids.length)
   for (let i = 0; i < c.n; i++) {
-    if (c.rep[i] < 0) {
+    const r = rep[i]
+    if (r < 0) {
       perServer[c.owner[i]] += c.load[i]
       continue
     }
     // a replicated slice's load is spread evenly over its servers (front ends spread its requests)
-    const set = sets[c.rep[i]]
-    for (let k = 0; k < set.length; k++) perServer[set[k]] += c.load[i] / set.length
+    const size = sets.size[r]
+    for (let k = sets.offset[r]; k < sets.offset[r] + size; k++) perServer[sets.pool[k]] += c.load[i] / size
   }
   const known = {}
   index.ids.forEach((id, s) => { if (!frozen[s]) known[id] = perServer[s] })
@@ -192,22 +193,6 @@ function staleSlices (c, slices, index, frozen) {
     for (const id of slices[c.src[i]].servers) if (frozen[index.indexOf.get(id)]) out[i] = 1
   }
   return out
-}
-
-/**
- * Mark the input's replicated slices in `c.rep` (for the imbalance before the
- * round, which spreads their loads like serverLoads does).
- * @returns {Int32Array[]} their sets of server indices
- */
-function markInputSets (c, index, slices) {
-  const sets = []
-  for (let i = 0; i < c.n; i++) {
-    const names = slices[i].servers
-    if (names.length < 2) continue
-    c.rep[i] = sets.length
-    sets.push(Int32Array.from(names, (id) => index.indexOf.get(id)))
-  }
-  return sets
 }
 
 /**
@@ -244,9 +229,10 @@ function chopperRound (assignment, loads, opts, inputs) {
   const frozen = frozenFlags(index, unknownServers)
   const frozenIds = index.ids.filter((id, s) => frozen[s])
   const cols = toColumns(assignment.slices, index, load, hotKeys)
-  const inputSets = o.replicate ? markInputSets(cols, index, assignment.slices) : []
-  const before = knownImbalance(cols, index, frozen, inputSets)
-  cols.rep.fill(-1) // the replication phase decides the sets afresh
+  // the input's replica lists, for the imbalance before the round (spread like serverLoads
+  // spreads them) and for the replication phase, which decides the round's sets afresh
+  const input = o.replicate ? indexSets(assignment.slices, index.indexOf) : null
+  const before = knownImbalance(cols, input ? input.rep : cols.rep, index, frozen, input && input.sets)
 
   let total = 0
   for (let i = 0; i < cols.n; i++) if (!frozen[cols.owner[i]]) total += load[i]
@@ -270,7 +256,7 @@ function chopperRound (assignment, loads, opts, inputs) {
   // first sees it; merge, move and split then balance the single-server slices
   // around the replicated ones' shares (docs/algorithm.md, "Replication").
   const replicated = o.replicate
-    ? replicateColumns(work, index.ids, index.indexOf, assignment.slices, {
+    ? replicateColumns(work, index.ids, input, {
       fraction: o.replicaLoadFraction,
       minReplicas: o.minReplicas,
       maxReplicas: o.maxReplicas,
@@ -280,7 +266,7 @@ function chopperRound (assignment, loads, opts, inputs) {
       frozen
     })
     : null
-  const sets = replicated ? replicated.sets : []
+  const sets = replicated ? replicated.sets : null
   const setFrozen = replicated ? replicated.setFrozen : undefined
   const merged = mergeColumns(work, index.ids, index.ids.length, o.mergeChurnLimit * KEYSPACE_SIZE, frozen, setFrozen, sets)
   const moved = moveColumns(merged.cols, index.ids, {
@@ -320,7 +306,7 @@ function chopperRound (assignment, loads, opts, inputs) {
     loads: c.load.slice(),
     churn,
     ops: replicated ? [...cut.ops, ...replicated.ops, ...merged.ops, ...moved.ops, ...split.ops, ...(primaries ? primaries.ops : [])] : [...cut.ops, ...merged.ops, ...moved.ops, ...split.ops],
-    imbalance: { before, after: knownImbalance(c, index, frozen, sets) },
+    imbalance: { before, after: knownImbalance(c, c.rep, index, frozen, sets) },
     moveStop: moved.stop,
     meanCeiling,
     frozen: frozenIds

@@ -46,10 +46,10 @@ const NONE = new Uint8Array(0)
  * @param {number} churnLimit merge budget, in keys
  * @param {Uint8Array} frozen per server index: 1 = its slices take no part
  * @param {Uint8Array} [setFrozen] per replica set (`c.rep`): 1 = one of its servers is frozen
- * @param {Array<ArrayLike<number>>} [sets] the replica sets `c.rep` indexes (server indices, primary first)
+ * @param {import('./columns').ReplicaSets} [sets] the replica sets `c.rep` indexes (server indices, primary first)
  * @returns {{ cols: Columns, churn: number, ops: object[] }}
  */
-function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE, sets = []) {
+function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE, sets = null) {
   const { n, start, end, owner, load, rep } = c
   let total = 0
   let counted = 0
@@ -78,17 +78,17 @@ function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE, 
   const ops = []
   let i = 0
   while (i < n) {
-    if (rep[i] >= 0 && i + 1 < n && rep[i + 1] >= 0 && !setFrozen[rep[i]] && sameServers(sets[rep[i]], sets[rep[i + 1]]) && load[i] + load[i + 1] < threshold) {
+    if (rep[i] >= 0 && i + 1 < n && rep[i + 1] >= 0 && !setFrozen[rep[i]] && sets.same(rep[i], rep[i + 1]) && load[i] + load[i + 1] < threshold) {
       // a run of slices on the very same servers: merged at no churn, keeping the set
       let j = i + 1
       let runLoad = load[i]
-      while (j < n && rep[j] >= 0 && sameServers(sets[rep[i]], sets[rep[j]]) && runLoad + load[j] < threshold && sliceCount - (j - i) >= minSlices) runLoad += load[j++]
+      while (j < n && rep[j] >= 0 && sets.same(rep[i], rep[j]) && runLoad + load[j] < threshold && sliceCount - (j - i) >= minSlices) runLoad += load[j++]
       out.copyFrom(c, i, k)
       out.end[k] = end[j - 1]
       out.load[k++] = runLoad
       if (j - i > 1) {
         sliceCount -= j - i - 1
-        ops.push({ op: 'merge', start: start[i], end: end[j - 1], server: ids[owner[i]], slices: j - i, load: runLoad, churn: 0, replicas: sets[rep[i]].length })
+        ops.push({ op: 'merge', start: start[i], end: end[j - 1], server: ids[owner[i]], slices: j - i, load: runLoad, churn: 0, replicas: sets.size[rep[i]] })
       }
       i = j
       continue
@@ -167,14 +167,6 @@ function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE, 
     i = j
   }
   return { cols: out.truncate(k), churn, ops }
-}
-
-/** Same servers in the same order (the primary stays the primary). */
-function sameServers (a, b) {
-  if (a === b) return true
-  if (a.length !== b.length) return false
-  for (let x = 0; x < a.length; x++) if (a[x] !== b[x]) return false
-  return true
 }
 
 /**

@@ -139,7 +139,7 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   const shares = sets !== undefined
   const movable = (i) => (rep[i] < 0 ? !frozen[owner[i]] : shares && !setFrozen[rep[i]])
   // what a move of slice i's entry takes off its donor: all of it, or one share
-  const amountOf = (i) => (rep[i] < 0 ? sliceLoad[i] : sliceLoad[i] / sets[rep[i]].length)
+  const amountOf = (i) => (rep[i] < 0 ? sliceLoad[i] : sliceLoad[i] / sets.size[rep[i]])
   const m = ids.length
   const members = [] // every server that takes part, in id order
   for (let s = 0; s < m; s++) if (!frozen[s]) members.push(s)
@@ -184,14 +184,20 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   // scenario 9, for nothing).
   const listed = (i, s) => {
     if (load[s] <= startMean) return false
-    for (const x of sets[rep[i]]) if (x !== s && load[x] < startMean) return false
+    const r = rep[i]
+    for (let k = sets.offset[r]; k < sets.offset[r] + sets.size[r]; k++) {
+      const x = sets.pool[k]
+      if (x !== s && load[x] < startMean) return false
+    }
     return true
   }
   // what each server holds, listed or not, for the "fewer than two slices" donor rule
   const holds = length.slice()
   for (let i = 0; i < n; i++) {
     if (rep[i] < 0 || !movable(i)) continue
-    for (const s of sets[rep[i]]) {
+    const r = rep[i]
+    for (let k = sets.offset[r]; k < sets.offset[r] + sets.size[r]; k++) {
+      const s = sets.pool[k]
       holds[s]++
       if (listed(i, s)) length[s]++
     }
@@ -202,8 +208,15 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   const fill = offset.slice(0, m)
   for (let i = 0; i < n; i++) {
     if (!movable(i)) continue
-    if (rep[i] < 0) list[fill[owner[i]]++] = i
-    else for (const s of sets[rep[i]]) if (listed(i, s)) list[fill[s]++] = i
+    const r = rep[i]
+    if (r < 0) {
+      list[fill[owner[i]]++] = i
+      continue
+    }
+    for (let k = sets.offset[r]; k < sets.offset[r] + sets.size[r]; k++) {
+      const s = sets.pool[k]
+      if (listed(i, s)) list[fill[s]++] = i
+    }
   }
   // Sorted lazily, the first time a server is looked at as a donor: most
   // servers never are (the scan stops at the first donor no hotter than the
@@ -242,7 +255,7 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
         const amount = amountOf(i)
         if (amount <= 0) break // the rest are idle slices
         if (end[i] - start[i] > widest) continue // could never move, whatever budget is left
-        if (rep[i] >= 0 && sets[rep[i]].includes(coolest)) continue // holds it already
+        if (rep[i] >= 0 && sets.has(rep[i], coolest)) continue // holds it already
         // raisesImbalance(load, donor, coolest, amount) in O(1): the donor only
         // cools, so the max grows exactly when the receiver passes it
         if (load[coolest] + amount > maxLoad) continue
@@ -292,17 +305,20 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
     if (rep[i] >= 0) {
       // the donor leaves the set, the receiver joins at its end; a donor that
       // was the primary hands that role to the next server (a warm cache)
-      const set = sets[rep[i]]
-      const at = set.indexOf(donor)
-      set.copyWithin(at, at + 1)
-      set[set.length - 1] = coolest
-      owner[i] = set[0]
+      const { pool } = sets
+      const first = sets.offset[rep[i]]
+      const last = first + sets.size[rep[i]] - 1
+      let at = first
+      while (pool[at] !== donor) at++
+      pool.copyWithin(at, at + 1, last + 1)
+      pool[last] = coolest
+      owner[i] = pool[first]
     } else {
       owner[i] = coolest
       c.src[i] = -1
     }
     churn += len
-    ops.push({ op: 'move', start: start[i], end: end[i], from: ids[donor], to: ids[coolest], load: amount, churn: len, ...(rep[i] >= 0 ? { replicas: sets[rep[i]].length } : {}) })
+    ops.push({ op: 'move', start: start[i], end: end[i], from: ids[donor], to: ids[coolest], load: amount, churn: len, ...(rep[i] >= 0 ? { replicas: sets.size[rep[i]] } : {}) })
   }
   return { churn, ops, stop }
 }

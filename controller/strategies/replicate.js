@@ -1,6 +1,7 @@
 'use strict'
 
 const { SortedServers } = require('./move')
+const { ReplicaSets } = require('./columns')
 
 /**
  * Chopper's replication phase: asymmetric replication of hot slices, as in
@@ -52,50 +53,56 @@ const { SortedServers } = require('./move')
  * @param {import('./columns').Columns} c the round's input slices in key order; `c.src[i]` is
  *   set to -1 where a slice drops to one server, `c.rep` is filled in (both mutated)
  * @param {string[]} ids server ids, sorted
- * @param {Map<string, number>} indexOf id -> index into ids
- * @param {Array<{servers:string[]}>} srcSlices the assignment's slices (`c.src[i]` is slice i's: the
- *   round's hot-key cuts run first, so its pieces share their input slice's list)
+ * @param {{rep: Int32Array, sets: ReplicaSets}} input the assignment's replica lists
+ *   (columns.js indexSets; `c.src[i]` is slice i's input slice: the round's hot-key cuts run
+ *   first, so its pieces share their input slice's list)
  * @param {{fraction:number, minReplicas:number, maxReplicas:number, hysteresis:number,
  *   churnLimit:number, ratio:number, frozen:Uint8Array}} limits churnLimit in keys; maxReplicas 0 = no cap;
  *   ratio = replicateRatio, the balance target for growth
- * @returns {{ sets: Int32Array[], setFrozen: Uint8Array, base: Float64Array, baseKeys: Float64Array,
- *   churn: number, ops: object[] }} `sets[c.rep[i]]` is slice i's replica set (server indices,
+ * @returns {{ sets: ReplicaSets, setFrozen: Uint8Array, base: Float64Array, baseKeys: Float64Array,
+ *   churn: number, ops: object[] }} set `c.rep[i]` is slice i's replica set (server indices,
  *   primary first); base / baseKeys: per server, its shares of the replicated slices' load and their keys
  */
-function replicateColumns (c, ids, indexOf, srcSlices, { fraction, minReplicas, maxReplicas, hysteresis, churnLimit, ratio, frozen }) {
+function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, hysteresis, churnLimit, ratio, frozen }) {
   const { n, start, end, load: sliceLoad } = c
+  const { pool, offset, size } = input.sets
   const m = ids.length
   const load = new Float64Array(m) // spread load per server, kept current as sets change
   const keys = new Float64Array(m)
-  const sets = new Array(n) // per slice: server indices (primary first), or null for [owner]
+  // Per slice, its input set (`from[i]`, an index into input.sets, or -1 for [owner]) until the
+  // phase changes it; then `changed[i]`, an array, or null for [owner]. Only the few slices
+  // that change get an array of their own.
+  const from = new Int32Array(n)
+  const changed = new Array(n).fill(undefined)
   const stale = new Uint8Array(n) // one of its servers is frozen: the slice is left as it is
-  const several = new Uint8Array(n) // the input lists several servers
   let sliceTotal = 0 // over the slices that are not stale, for the mean slice load
   let sliceCount = 0
   for (let i = 0; i < n; i++) {
-    const names = srcSlices[c.src[i]].servers
+    const r = input.rep[c.src[i]]
+    from[i] = r
     const len = end[i] - start[i]
-    if (names.length === 1) {
+    if (r < 0) {
       const o = c.owner[i]
       load[o] += sliceLoad[i]
       keys[o] += len
       stale[i] = frozen[o]
     } else {
-      const set = names.map((id) => indexOf.get(id))
-      const share = sliceLoad[i] / set.length
-      for (const s of set) {
+      const share = sliceLoad[i] / size[r]
+      for (let k = offset[r]; k < offset[r] + size[r]; k++) {
+        const s = pool[k]
         load[s] += share
         keys[s] += len
         if (frozen[s]) stale[i] = 1
       }
-      sets[i] = set
-      several[i] = 1
     }
     if (!stale[i]) {
       sliceTotal += sliceLoad[i]
       sliceCount++
     }
   }
+  /** Slice i's servers now, as a fresh array (primary first). */
+  const setOf = (i) => (changed[i] !== undefined ? (changed[i] || [c.owner[i]]) : from[i] >= 0 ? input.sets.toArray(from[i]) : [c.owner[i]])
+  const sizeOf = (i) => (changed[i] !== undefined ? (changed[i] ? changed[i].length : 1) : from[i] >= 0 ? size[from[i]] : 1)
   let known = 0
   let total = 0
   for (let s = 0; s < m; s++) {
@@ -118,17 +125,13 @@ function replicateColumns (c, ids, indexOf, srcSlices, { fraction, minReplicas, 
     for (let i = 0; i < n; i++) {
       if (stale[i]) continue
       const L = sliceLoad[i]
-      const r = sets[i] ? sets[i].length : 1
+      const r = sizeOf(i)
       const up = clamp(Math.ceil(L / unit))
       let target = r
       if (up > r) {
         // grow past minReplicas only to relieve a server above the balance target
         let hot = false
-        if (sets[i]) {
-          for (const s of sets[i]) if (load[s] > overloaded) hot = true
-        } else {
-          hot = load[c.owner[i]] > overloaded
-        }
+        for (const s of setOf(i)) if (load[s] > overloaded) hot = true
         target = hot ? up : Math.max(r, floor)
       } else if (up < r) {
         target = Math.min(r, clamp(Math.ceil(L / ((1 - hysteresis) * unit))))
@@ -151,7 +154,7 @@ function replicateColumns (c, ids, indexOf, srcSlices, { fraction, minReplicas, 
 
   /** Shrink slice i's set to `target` servers, dropping the replicas on the most loaded servers. */
   function drop (i, target) {
-    const set = sets[i]
+    const set = setOf(i)
     const L = sliceLoad[i]
     const len = end[i] - start[i]
     // candidates: every position but the primary's, most loaded first (ties: listed last)
@@ -162,7 +165,7 @@ function replicateColumns (c, ids, indexOf, srcSlices, { fraction, minReplicas, 
     for (const s of kept) load[s] += L / kept.length
     const dropped = set.filter((s, p) => gone.has(p))
     for (const s of dropped) keys[s] -= len
-    sets[i] = kept.length > 1 ? kept : null
+    changed[i] = kept.length > 1 ? kept : null
     return { op: 'unreplicate', start: start[i], end: end[i], servers: dropped.map((s) => ids[s]), replicas: kept.length, load: L }
   }
 
@@ -181,7 +184,7 @@ function replicateColumns (c, ids, indexOf, srcSlices, { fraction, minReplicas, 
     let used = 0
     for (const i of grow) {
       const len = end[i] - start[i]
-      const set = sets[i] || [c.owner[i]]
+      const set = setOf(i)
       let k = Math.min(want[i] - set.length, Math.floor((churnLimit - used) / len))
       while (k > 0 && used + k * len > churnLimit) k-- // guard against rounding in the division
       if (k <= 0) continue // cannot afford even one: a narrower slice still may
@@ -202,7 +205,7 @@ function replicateColumns (c, ids, indexOf, srcSlices, { fraction, minReplicas, 
         added[s].push(i)
       }
       for (const s of next) byCool.insert(s)
-      sets[i] = next
+      changed[i] = next
       had.set(i, set.length)
       used += gained.length * len
     }
@@ -219,20 +222,20 @@ function replicateColumns (c, ids, indexOf, srcSlices, { fraction, minReplicas, 
       for (let s = 0; s < m; s++) {
         while (load[s] > bound + slack && added[s].length > 0) {
           const i = added[s].pop()
-          const set = sets[i]
+          const set = changed[i]
           const L = sliceLoad[i]
           const next = set.filter((x) => x !== s)
           for (const x of set) load[x] -= L / set.length
           for (const x of next) load[x] += L / next.length
           keys[s] -= end[i] - start[i]
-          sets[i] = next.length > 1 ? next : null
+          changed[i] = next.length > 1 ? next : null
           again = true
         }
       }
     }
     used = 0
     for (const [i, before] of had) {
-      const set = sets[i] || [c.owner[i]]
+      const set = setOf(i)
       if (set.length === before) continue
       const len = end[i] - start[i]
       const gained = set.slice(before)
@@ -243,26 +246,39 @@ function replicateColumns (c, ids, indexOf, srcSlices, { fraction, minReplicas, 
   }
 
   // The result: a table of the sets of two or more servers, `c.rep` pointing into it.
-  const table = []
-  const flags = []
+  let count = 0
+  let members = 0
+  for (let i = 0; i < n; i++) {
+    const k = sizeOf(i)
+    if (k < 2) continue
+    count++
+    members += k
+  }
+  const table = new ReplicaSets(count, members)
+  const setFrozen = new Uint8Array(count)
   const base = new Float64Array(m)
   const baseKeys = new Float64Array(m)
   for (let i = 0; i < n; i++) {
-    const set = sets[i]
-    if (!set) {
-      if (several[i]) c.src[i] = -1 // dropped to its primary alone
+    const set = changed[i]
+    let r
+    if (set === undefined) {
+      if (from[i] < 0) continue
+      r = table.add(pool, offset[from[i]], offset[from[i]] + size[from[i]])
+    } else if (set === null) {
+      if (from[i] >= 0) c.src[i] = -1 // dropped to its primary alone
       continue
+    } else {
+      r = table.add(set, 0, set.length)
     }
-    c.rep[i] = table.length
-    table.push(Int32Array.from(set))
-    flags.push(stale[i])
-    const share = sliceLoad[i] / set.length
-    for (const s of set) {
-      base[s] += share
-      baseKeys[s] += end[i] - start[i]
+    c.rep[i] = r
+    setFrozen[r] = stale[i]
+    const share = sliceLoad[i] / table.size[r]
+    for (let k = table.offset[r]; k < table.offset[r] + table.size[r]; k++) {
+      base[table.pool[k]] += share
+      baseKeys[table.pool[k]] += end[i] - start[i]
     }
   }
-  return { sets: table, setFrozen: Uint8Array.from(flags), base, baseKeys, churn, ops }
+  return { sets: table, setFrozen, base, baseKeys, churn, ops }
 }
 
 module.exports = { replicateColumns }
