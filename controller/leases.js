@@ -20,10 +20,15 @@ class LeaseTable {
     this.expiry = new Map() // id -> controller-clock ms
   }
 
-  /** Grant (or renew) `id`'s lease; returns what the member is told. */
-  grant (id, minGeneration) {
-    this.expiry.set(id, this.now() + this.leaseMs + this.marginMs)
-    return { leaseMs: this.leaseMs, minGeneration }
+  /**
+   * Grant (or renew) `id`'s lease; returns what the member is told.
+   * `terms` (docs/control-plane.md, lease-terms.js) may name a longer lease
+   * and the renewal period the member is asked for.
+   */
+  grant (id, minGeneration, terms) {
+    const leaseMs = terms ? terms.leaseMs : this.leaseMs
+    this.expiry.set(id, this.now() + leaseMs + this.marginMs)
+    return terms ? { leaseMs, renewMs: terms.renewMs, minGeneration } : { leaseMs, minGeneration }
   }
 
   /** When `id`'s current lease lapses (controller clock); -Infinity when it holds none. */
@@ -34,6 +39,13 @@ class LeaseTable {
 
   live (id) {
     return this.expiresAt(id) > this.now()
+  }
+
+  /** Ids whose lease lapsed by `now`; still listed (the caller confirms, then deletes). */
+  lapsed (now = this.now()) {
+    const out = []
+    for (const [id, t] of this.expiry) if (t <= now) out.push(id)
+    return out
   }
 
   /** Ids whose lease lapsed; they are forgotten. */

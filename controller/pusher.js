@@ -90,7 +90,7 @@ class Pusher {
    * a diff when `base` is in the history, else the full map (base 0).
    * Built, hashed and signed once per generation; re-signed after 10 s so the
    * signature's timestamp stays inside receivers' clock window.
-   * @returns {{ body: Buffer, headers: object, diff: boolean }}
+   * @returns {{ body: Buffer, raw: Buffer, headers: object, diff: boolean }} raw: the JSON before gzip
    */
   bodyFor (base) {
     const from = base > 0 && base < this.latest.generation && this.history.has(base) ? base : 0
@@ -98,7 +98,8 @@ class Pusher {
     const now = Date.now()
     if (!b) {
       const value = from ? diffMaps(this.history.get(from), this.latest) : this.latest
-      let body = Buffer.from(JSON.stringify(value), 'utf8')
+      const raw = Buffer.from(JSON.stringify(value), 'utf8')
+      let body = raw
       const headers = { 'x-chopper-generation': String(this.latest.generation) }
       if (from) headers['x-chopper-base'] = String(from)
       const hash = this.token === undefined ? null : hashBody(body)
@@ -106,7 +107,7 @@ class Pusher {
         body = zlib.gzipSync(body, { level: 1 })
         headers['content-encoding'] = 'gzip'
       }
-      b = { body, headers, diff: from > 0, hash, signedAt: 0 }
+      b = { body, raw, headers, diff: from > 0, hash, signedAt: 0 }
       this.bodies.set(from, b)
     }
     if (b.hash && now - b.signedAt > 10000) {

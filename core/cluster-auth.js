@@ -17,9 +17,9 @@ const { InvalidArgumentError, UnauthenticatedError, ForbiddenError, ReplayCacheF
 const HEADERS = Object.freeze({
   timestamp: 'x-chopper-timestamp',
   nonce: 'x-chopper-nonce',
-  signature: 'x-chopper-signature',
-  mapSignature: 'x-chopper-map-signature'
+  signature: 'x-chopper-signature'
 })
+const MAP_HEADER = 'x-chopper-map-signature'
 const MAP_SIGNATURE = /^(\d{1,15})\.([A-Za-z0-9_-]{43})$/
 const MIN_TOKEN_LENGTH = 16
 const TIMESTAMP = /^\d{1,15}$/
@@ -171,7 +171,7 @@ class RequestVerifier {
    * @param {{ headers: object, rawBody?: Buffer }} request
    */
   verifyMap ({ headers, rawBody }) {
-    const value = headers[HEADERS.mapSignature]
+    const value = headers[MAP_HEADER]
     const m = typeof value === 'string' ? MAP_SIGNATURE.exec(value) : null
     if (!m) {
       this.stats.forbidden++
@@ -219,7 +219,7 @@ function verifyMiddleware (verifier, { maps = false } = {}) {
   return function verifySignature (req, res, next) {
     try {
       // A map push may be signed once for all targets instead (signMap).
-      if (maps && req.headers[HEADERS.mapSignature] !== undefined) verifier.verifyMap({ headers: req.headers, rawBody: req.rawBody })
+      if (maps && req.headers[MAP_HEADER] !== undefined) verifier.verifyMap({ headers: req.headers, rawBody: req.rawBody })
       else verifier.verify({ method: req.method, path: req.originalUrl, headers: req.headers, rawBody: req.rawBody })
       next()
     } catch (err) {
@@ -245,4 +245,4 @@ function warnUnauthenticated (logger) {
   logger.warn('control plane unauthenticated: set clusterToken / CHOPPER_CLUSTER_TOKEN')
 }
 
-module.exports = { signRequest, signMap, hashBody, RequestVerifier, verifyMiddleware, jsonWithRawBody, validateToken, warnUnauthenticated, HEADERS, MIN_TOKEN_LENGTH }
+module.exports = { signRequest, signMap, hashBody, RequestVerifier, verifyMiddleware, jsonWithRawBody, validateToken, warnUnauthenticated, HEADERS, MAP_HEADER, MIN_TOKEN_LENGTH }

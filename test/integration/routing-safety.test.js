@@ -162,10 +162,12 @@ describe('routing safety', () => {
     closers.push(() => b.close())
     const reg = await call(`${controller.url}/v1/servers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: 'app-2', ...urls }) })
     expect(reg.status).toBe(201)
+    expect(await controller.settled(5000)).toBe(true) // joins are laid out in batches
     await b.close()
     await controller.runRound()
     expect(Object.keys(controller.assignment.servers)).toContain('app-2')
     await controller.runRound()
+    expect(await controller.settled(5000)).toBe(true) // the eviction is laid out in the next membership batch
     expect(Object.keys(controller.assignment.servers)).toEqual(['app-1'])
     const metrics = (await call(`${controller.url}/metrics`)).body
     expect(metrics).toMatch(/chopper_controller_evictions_total 1/)

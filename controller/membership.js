@@ -1,0 +1,239 @@
+'use strict'
+
+const { placeJoiners } = require('./join-placement')
+const { spreadMetric } = require('../core/load-metric')
+const { LastServerError } = require('../core/errors')
+
+/**
+ * Membership over the controller's shared state `c` (docs/control-plane.md,
+ * "Batched membership"). Joins, leaves, drains, evictions and lapses change
+ * the member tables at once, but the layout in batches: a change is laid out
+ * at once when no handoff is in progress and no batch went out within
+ * membershipBatchMs; the changes that arrive meanwhile wait for the grant
+ * (at most membershipBatchMaxMs) or the window's end, and become one layout
+ * change and one fenced handoff. A member that leaves and comes back within one
+ * batch (a lapse, then a rejoin at the same URL) changes nothing.
+ * Installs its functions on `c`.
+ */
+function installMembership (c) {
+  const pending = { joins: new Set(), leaves: new Map(), urls: new Set(), since: 0 }
+  let timer = null
+  let lastFlush = -Infinity
+
+  c.batchPending = () => pending.since > 0
+
+  function note () {
+    if (pending.since === 0) pending.since = c.leases.now()
+    c.flushMembershipIfDue()
+  }
+
+  /**
+   * Lay the pending changes out now when no handoff is in progress and the
+   * last batch is membershipBatchMs old; else when the handoff is granted
+   * (maybeGrant calls this), the batch window ends, or they waited
+   * membershipBatchMaxMs. A lone change is laid out at once, as before
+   * batching; the changes that follow it while its handoff runs become the
+   * next batch.
+   */
+  c.flushMembershipIfDue = function flushMembershipIfDue () {
+    if (pending.since === 0 || !c.active) return
+    const now = c.leases.now()
+    const waited = now - pending.since
+    const cooled = now - lastFlush >= c.opts.membershipBatchMs
+    if ((!c.target && cooled) || waited >= c.opts.membershipBatchMaxMs) return flush()
+    if (timer) return
+    const wait = c.target ? c.opts.membershipBatchMaxMs - waited : lastFlush + c.opts.membershipBatchMs - now
+    timer = setTimeout(() => { timer = null; c.flushMembershipIfDue() }, Math.max(1, Math.ceil(wait)))
+    timer.unref()
+  }
+
+  function flush () {
+    const joins = [...pending.joins].filter((id) => c.servers.has(id) && !c.servers.get(id).draining)
+    const leaves = [...pending.leaves]
+    const urls = [...pending.urls]
+    pending.joins.clear()
+    pending.leaves.clear()
+    pending.urls.clear()
+    pending.since = 0
+    clearTimeout(timer)
+    timer = null
+    if (joins.length + leaves.length + urls.length === 0) return // what was pending cancelled out
+    lastFlush = c.leases.now()
+    for (const id of joins) c.pusher.addTarget(`server:${id}`, c.servers.get(id).controlUrl)
+    const reason = `membership +${joins.length} -${leaves.length}` + (joins.length + leaves.length <= 3 ? ` (${[...joins.map((id) => '+' + id), ...leaves.map(([id, why]) => `${why} ${id}`)].join(', ')})` : '')
+    const members = c.serverMap()
+    const ids = Object.keys(members)
+    let current = c.layout()
+    if (ids.length === 0) {
+      if (!current) return
+      // Keep numbering above what members hold when servers come back.
+      c.generationFloor = Math.max(c.generationFloor, c.assignment ? c.assignment.generation : 0)
+      c.commit(null)
+      c.log.warn({ reason }, 'last app server left; no assignment')
+      return
+    }
+    c.m.batches.inc()
+    c.counts.batches++
+    if (!current || (c.pristine && ids.length <= c.opts.pristineRelayUpTo)) {
+      // No traffic yet, a small cluster: lay the keyspace out evenly again.
+      c.commit(c.strategy.initial(members, c.strategyOptions), reason)
+      return
+    }
+    for (const [id] of leaves) {
+      if (!Object.hasOwn(current.servers, id)) continue
+      // Slices of a leaving server are reassigned at once, not at the next round.
+      current = c.strategy.removeServer(current, id, lastLoadsFor(current), c.strategyOptions, c.inputsFor(current, id))
+    }
+    for (const id of urls) {
+      if (Object.hasOwn(current.servers, id) && members[id]) current = { ...current, servers: { ...current.servers, [id]: members[id] } }
+    }
+    const joined = []
+    for (const id of joins) {
+      if (Object.hasOwn(current.servers, id)) continue
+      current = c.strategy.addServer(current, id, members[id].url, lastLoadsFor(current), c.strategyOptions, c.inputsFor(current))
+      joined.push(id)
+    }
+    // A joiner holds its first slices within the batch, not after the next
+    // rounds; not one whose load collections failed (an evicted server that
+    // registered again): the rounds give it slices once it answers.
+    const placeable = joined.filter((id) => !(c.failureCounts.get(id) > 0))
+    if (placeable.length) current = placeJoiners(current, placeable, { maxSlices: c.effectiveStrategyOptions.maxSlices })
+    c.commit(current, reason)
+  }
+
+  function lastLoadsFor (a) {
+    return c.lastLoads ? spreadMetric(a, c.lastLoads, c.loadMetric) : new Float64Array(a.slices.length)
+  }
+
+  c.addServer = function addServer (id, url, controlUrl, generation) {
+    const known = c.servers.get(id)
+    const same = known && known.url === url // a re-registration, not a new incarnation
+    c.servers.set(id, {
+      url,
+      controlUrl,
+      failures: c.failureCounts.get(id) || 0,
+      draining: same ? known.draining : false,
+      loadUnknown: same ? known.loadUnknown : false,
+      generation,
+      drainedGeneration: same ? known.drainedGeneration : 0
+    })
+    c.changed()
+    if (!same || known.controlUrl !== controlUrl) c.persist() // membership is part of the saved state
+    const layout = c.layout()
+    if (same) {
+      c.pusher.addTarget(`server:${id}`, controlUrl)
+      return
+    }
+    if (pending.leaves.has(id) && layout && layout.servers[id] && layout.servers[id].url === url) {
+      // Left and back within one batch (a lapse, then a rejoin): nothing to lay out.
+      pending.leaves.delete(id)
+      c.pusher.addTarget(`server:${id}`, controlUrl)
+    } else if (layout && Object.hasOwn(layout.servers, id)) {
+      pending.urls.add(id)
+      c.pusher.addTarget(`server:${id}`, controlUrl)
+    } else {
+      pending.joins.add(id) // its pushes start with the batch that places it
+    }
+    if (pending.joins.size + pending.leaves.size + pending.urls.size > 0) note()
+  }
+
+  /** Take `id`'s slices away in the next batch (leave, eviction, lapsed lease, drain). */
+  function leave (id, reason) {
+    if (pending.joins.delete(id)) {
+      if (pending.joins.size + pending.leaves.size + pending.urls.size === 0 && !c.layout()) pending.since = 0
+      return
+    }
+    const layout = c.layout()
+    if (!layout || !Object.hasOwn(layout.servers, id)) return
+    pending.leaves.set(id, reason)
+    note()
+  }
+
+  c.removeServer = function removeServer (id, reason) {
+    if (!c.servers.has(id)) return false
+    c.servers.delete(id)
+    leave(id, reason)
+    c.pusher.removeTarget(`server:${id}`)
+    c.collector.forget(id)
+    c.lastEntries.delete(id)
+    c.leases.delete(id)
+    c.persist()
+    c.changed()
+    return true
+  }
+
+  c.drainServer = function drainServer (id) {
+    const s = c.servers.get(id)
+    if (s.draining) return
+    const layout = c.layout()
+    if (layout && Object.hasOwn(layout.servers, id) && Object.keys(c.serverMap()).every((x) => x === id)) {
+      throw new LastServerError(`cannot drain ${id}: it is the last app server; its keys would have nowhere to go`)
+    }
+    s.draining = true
+    c.log.info({ server: id }, 'draining: moving its slices to other servers')
+    leave(id, 'drain')
+    c.persist()
+    c.changed()
+  }
+
+  /**
+   * Periodic: drop members whose lease lapsed; settle revokes whose losers'
+   * leases lapsed. A lapse is confirmed after one more turn of the event
+   * loop's I/O phase, so a renewal that reached us in time but waited behind
+   * other work renews the lease first: a controller that falls behind does
+   * not drop members that renewed.
+   */
+  c.checkLeases = function checkLeases () {
+    if (!c.active) return
+    const lapsedHandoffs = c.handoff.expire(c.leases.now())
+    if (lapsedHandoffs.length) {
+      c.handoffs.leaseLapses += lapsedHandoffs.length
+      c.log.warn({ servers: lapsedHandoffs }, 'revoke not acknowledged before the lease lapsed; granting anyway')
+      c.maybeGrant('lapsed')
+    }
+    if (c.leases.lapsed().length === 0) return
+    setImmediate(() => {
+      if (!c.active) return
+      for (const id of c.leases.lapsed()) {
+        c.leases.delete(id)
+        if (!c.servers.has(id)) continue
+        c.m.leaseExpiries.inc()
+        c.counts.leaseExpiries++
+        c.log.error({ server: id }, 'lease lapsed: the server stopped renewing; moving its slices')
+        c.removeServer(id, 'lease-lapsed')
+      }
+    })
+  }
+
+  c.addFrontend = function addFrontend (id, controlUrl) {
+    const known = c.frontends.get(id)
+    c.frontends.set(id, { controlUrl })
+    c.pusher.addTarget(`frontend:${id}`, controlUrl)
+    if (!known || known.controlUrl !== controlUrl) c.persist()
+    c.changed()
+  }
+
+  c.removeFrontend = function removeFrontend (id) {
+    if (!c.frontends.delete(id)) return false
+    c.pusher.removeTarget(`frontend:${id}`)
+    c.persist()
+    c.changed()
+    return true
+  }
+
+  c.stopMembership = function stopMembership () {
+    clearTimeout(timer)
+    timer = null
+  }
+
+  c.clearPending = function clearPending () {
+    pending.joins.clear()
+    pending.leaves.clear()
+    pending.urls.clear()
+    pending.since = 0
+    clearTimeout(timer)
+    timer = null
+  }
+}
+
+module.exports = { installMembership }

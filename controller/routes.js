@@ -1,0 +1,209 @@
+'use strict'
+
+const express = require('express')
+const { KEYSPACE_SIZE, sliceKey } = require('../core/keyspace')
+const { jsonErrorHandler, notFound } = require('../core/http')
+const { InvalidArgumentError, NoAssignmentError, UnknownServerError, NotLeaderError, MemberConflictError, MalformedBodyError, PayloadTooLargeError, statusOf, toHttpBody } = require('../core/errors')
+const { RequestVerifier, verifyMiddleware, jsonWithRawBody } = require('../core/cluster-auth')
+const { dashboardRoutes } = require('./dashboard/routes')
+const { ID } = require('./options')
+
+// printable ASCII host[:port], no path: a control character is no part of a host (found by fuzz/)
+const URL_RE = /^https?:\/\/[\x21-\x2e\x30-\x7e]+$/
+const RENEWAL = /^\/v1\/servers\/([A-Za-z0-9._-]{1,128})\/lease$/
+// A registration or pull answer carries a full map up to this size; a larger
+// one reaches the member by push (gzipped), once it is placed.
+const INLINE_MAP_BYTES = 64 * 1024
+
+const bad = (msg) => { throw new InvalidArgumentError(msg) }
+
+/**
+ * The controller's HTTP API over the shared state `c` (docs/control-plane.md).
+ * Returns the request listener: lease renewals, the hot path (every member,
+ * every renewMs), are answered before Express, by `renewal`; everything else
+ * goes to the Express app.
+ */
+function createRoutes (c) {
+  const verifier = c.opts.clusterToken === undefined ? null : new RequestVerifier({ token: c.opts.clusterToken })
+  const app = express()
+  app.disable('x-powered-by')
+  app.use(jsonWithRawBody('1mb')) // keeps the exact bytes, which the signature covers
+
+  // Only the leader answers members and operators' changes; a standby names
+  // the leader it last saw (X-Chopper-Leader), and members move to it.
+  const memberRoutes = ['/v1/servers', '/v1/frontends', '/v1/move', '/v1/assignment']
+  app.use(memberRoutes, (req, res, next) => {
+    if (c.leading()) return next()
+    const leader = c.election && c.election.leader && c.election.leader.url !== c.url ? c.election.leader.url : null
+    if (leader) res.set('X-Chopper-Leader', leader)
+    next(new NotLeaderError(`controller ${c.controllerId} is a standby${leader ? `; the leader is ${leader}` : ''}`))
+  })
+  // With a cluster token, the member and operator routes (every change, and
+  // the assignment) take signed calls only; status, health, metrics and the
+  // dashboard stay open, read-only (docs/security.md).
+  app.use(memberRoutes, verifyMiddleware(verifier))
+  app.post('/v1/servers', (req, res) => {
+    const { id, url, controlUrl, generation = 0 } = req.body || {}
+    if (typeof id !== 'string' || !ID.test(id)) bad('invalid id: expected 1-128 characters of [A-Za-z0-9._-]')
+    if (!Number.isSafeInteger(generation) || generation < 0) bad('invalid generation: expected a non-negative integer')
+    if (typeof url !== 'string' || !URL_RE.test(url)) bad('invalid url: expected http(s)://host:port')
+    if (typeof controlUrl !== 'string' || !URL_RE.test(controlUrl)) bad('invalid controlUrl: expected http(s)://host:port')
+    if (url === controlUrl) bad('invalid controlUrl: the control plane must listen on its own port')
+    // An id belongs to the member holding its lease: another process cannot
+    // take it (and its traffic) over with other URLs until that lease lapsed
+    // or the member deregistered. A restarted member retries until then.
+    const known = c.servers.get(id)
+    if (known && (known.url !== url || known.controlUrl !== controlUrl) && c.leases.remaining(id) > 0) {
+      throw new MemberConflictError(`server id ${id} is held by a live member at other URLs: register again once its lease lapsed (in ${Math.ceil(c.leases.remaining(id))} ms) or it deregistered`)
+    }
+    c.noteGeneration(generation)
+    c.addServer(id, url, controlUrl, generation)
+    c.counts.registrations++
+    // The answer carries a lease: the member holds the current map once it
+    // installs the answer's map (or a push's).
+    sendJson(res.status(201), { lease: c.grantLease(id) }, mapFor(generation, INLINE_MAP_BYTES))
+  })
+  app.post('/v1/servers/:id/lease', (req, res) => {
+    sendJson(res, ...renew(req.params.id, req.body))
+  })
+  app.post('/v1/servers/:id/drain', (req, res) => {
+    const id = req.params.id
+    if (!c.servers.has(id)) throw new UnknownServerError(`unknown app server ${id}`)
+    c.drainServer(id)
+    res.json({ draining: id, generation: c.assignment ? c.assignment.generation : 0 })
+  })
+  app.post('/v1/move', async (req, res) => {
+    const { key, sliceKey: sk, to, wait = false } = req.body || {}
+    if (key !== undefined && (typeof key !== 'string' || key.length === 0)) bad('invalid key: expected a non-empty string')
+    if (sk !== undefined && (!Number.isInteger(sk) || sk < 0 || sk >= KEYSPACE_SIZE)) bad('invalid sliceKey: expected an integer in [0, 2^32)')
+    if ((key === undefined) === (sk === undefined)) bad('pass exactly one of key and sliceKey')
+    if (typeof wait !== 'boolean') bad('invalid wait: expected a boolean')
+    const out = c.moveSlice(key !== undefined ? sliceKey(key) : sk, to)
+    if (wait) await c.settled(Math.max(5000, 4 * c.opts.leaseMs))
+    res.json({ ...out, generation: c.assignment ? c.assignment.generation : 0, settled: c.target === null })
+  })
+  app.delete('/v1/servers/:id', (req, res) => {
+    if (!c.removeServer(req.params.id, 'leave')) throw new UnknownServerError(`unknown app server ${req.params.id}`)
+    c.failureCounts.delete(req.params.id) // a graceful leave: a later process with this id starts afresh
+    res.json({ removed: req.params.id, generation: c.assignment ? c.assignment.generation : 0 })
+  })
+  app.post('/v1/frontends', (req, res) => {
+    const { id, controlUrl, generation = 0 } = req.body || {}
+    if (typeof id !== 'string' || !ID.test(id)) bad('invalid id: expected 1-128 characters of [A-Za-z0-9._-]')
+    if (typeof controlUrl !== 'string' || !URL_RE.test(controlUrl)) bad('invalid controlUrl: expected http(s)://host:port')
+    if (!Number.isSafeInteger(generation) || generation < 0) bad('invalid generation: expected a non-negative integer')
+    c.noteGeneration(generation)
+    c.addFrontend(id, controlUrl)
+    // A front end routes with the map: it gets it here when behind, whatever its size.
+    sendJson(res.status(201), {}, mapFor(generation, Infinity))
+  })
+  app.delete('/v1/frontends/:id', (req, res) => {
+    if (!c.removeFrontend(req.params.id)) throw new UnknownServerError(`unknown front end ${req.params.id}`)
+    res.json({ removed: req.params.id })
+  })
+  // ?since=g: a diff from generation g when the controller still has it (core/map-diff.js).
+  app.get('/v1/assignment', (req, res) => {
+    if (!c.published) throw new NoAssignmentError('no assignment: no app server has registered')
+    const since = typeof req.query.since === 'string' && /^\d{1,16}$/.test(req.query.since) ? Number(req.query.since) : 0
+    if (since > 0 && since < c.published.generation) {
+      const b = c.pusher.bodyFor(since)
+      return res.type('json').send(b.raw)
+    }
+    res.json(c.published)
+  })
+  app.get('/v1/status', (req, res) => res.json(c.status()))
+  app.get('/healthz', (req, res) => res.json({ ok: true, generation: c.assignment ? c.assignment.generation : 0 }))
+  app.get('/metrics', async (req, res) => {
+    res.set('Content-Type', c.registry.contentType).send(await c.registry.metrics())
+  })
+  app.use(dashboardRoutes({ hub: c.events, snapshot: c.dashboardSnapshot }))
+  app.use(notFound(), jsonErrorHandler(c.log))
+
+  /**
+   * `[fields, map]` for an answer that brings a member at `generation` up to
+   * the published map: a diff when it holds a generation still in the
+   * history, else the full map when it is at most `maxFull` bytes.
+   */
+  function mapFor (generation, maxFull) {
+    if (!c.published || generation >= c.published.generation) return null
+    const b = c.pusher.bodyFor(generation)
+    if (!b.diff && b.raw.length > maxFull) return null
+    return { key: b.diff ? 'diff' : 'assignment', raw: b.raw }
+  }
+
+  /** One renewal (docs/control-plane.md, "Heartbeats"): O(1) but for the map it may carry. */
+  function renew (id, body) {
+    const s = c.servers.get(id)
+    if (!s) throw new UnknownServerError(`unknown app server ${id}: register first`)
+    const { generation, drainedGeneration } = body || {}
+    if (!Number.isSafeInteger(generation) || generation < 0) bad('invalid generation: expected a non-negative integer')
+    if (!Number.isSafeInteger(drainedGeneration) || drainedGeneration < 0) bad('invalid drainedGeneration: expected a non-negative integer')
+    s.generation = generation
+    c.counts.renewals++
+    // It holds this generation: a push of it is not needed (the pusher skips it).
+    c.pusher.noteHeld(`server:${id}`, generation)
+    // Nobody drains a generation it does not hold, nor one not issued yet.
+    c.noteDrained(id, Math.min(drainedGeneration, generation, c.assignment ? c.assignment.generation : 0))
+    // Renewed only for a member that holds the current map: the answer
+    // carries it (a diff, or the whole map) when the member is behind, and
+    // the member installs it first.
+    return [{ lease: c.grantLease(id) }, mapFor(generation, Infinity)]
+  }
+
+  /** The renewal route without Express: read, verify, answer. Returns false to leave it to Express. */
+  function renewal (req, res) {
+    const m = RENEWAL.exec(req.url)
+    if (!m || !c.leading()) return false
+    const chunks = []
+    let size = 0
+    req.on('data', (b) => {
+      size += b.length
+      if (size <= 4096) chunks.push(b)
+    })
+    req.on('end', () => {
+      try {
+        if (size > 4096) throw new PayloadTooLargeError('renewal body over 4 KB')
+        const raw = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)
+        if (verifier) verifier.verify({ method: 'POST', path: req.url, headers: req.headers, rawBody: raw })
+        let body
+        try {
+          body = JSON.parse(raw.toString('utf8'))
+        } catch {
+          throw new MalformedBodyError('expected a JSON body { generation, drainedGeneration }')
+        }
+        const [fields, map] = renew(m[1], body)
+        writeJson(res, 200, fields, map)
+      } catch (err) {
+        const status = statusOf(err)
+        if (status >= 500) c.log.error({ err }, 'renewal failed')
+        writeJson(res, status, toHttpBody(err), null)
+      }
+    })
+    return true
+  }
+
+  return function listener (req, res) {
+    if (req.method === 'POST' && renewal(req, res)) return
+    app(req, res)
+  }
+}
+
+/** `fields` as JSON with `map.raw` (already serialized JSON) spliced in as `map.key`. */
+function encode (fields, map) {
+  const head = JSON.stringify(fields)
+  if (!map) return Buffer.from(head)
+  const open = head.length > 2 ? head.slice(0, -1) + ',' : '{'
+  return Buffer.concat([Buffer.from(`${open}"${map.key}":`), map.raw, Buffer.from('}')])
+}
+
+function sendJson (res, fields, map) {
+  res.type('json').send(encode(fields, map))
+}
+
+function writeJson (res, status, fields, map) {
+  const body = encode(fields, map)
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': body.length })
+  res.end(body)
+}
+
+module.exports = { createRoutes }
