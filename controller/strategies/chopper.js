@@ -268,7 +268,8 @@ function chopperRound (assignment, loads, opts, inputs) {
     : null
   const sets = replicated ? replicated.sets : null
   const setFrozen = replicated ? replicated.setFrozen : undefined
-  const merged = mergeColumns(work, index.ids, index.ids.length, o.mergeChurnLimit * KEYSPACE_SIZE, frozen, setFrozen, sets)
+  // in place: the round's columns are its own (toColumns or the cut's copy), and nothing reads them after
+  const merged = mergeColumns(work, index.ids, index.ids.length, o.mergeChurnLimit * KEYSPACE_SIZE, frozen, setFrozen, sets, work)
   const moved = moveColumns(merged.cols, index.ids, {
     ratio: o.moveRatio,
     meanRatio: meanCeiling,

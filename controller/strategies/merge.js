@@ -40,16 +40,18 @@ const NONE = new Uint8Array(0)
 
 /**
  * The merge phase on columns (./columns.js), as the round runs it.
- * @param {Columns} c slices in key order (not mutated)
+ * @param {Columns} c slices in key order (not mutated, unless `out` is `c`)
  * @param {string[]} ids server ids, sorted (owner indices refer to them)
  * @param {number} minSlices the slice count never drops below this (rule 3)
  * @param {number} churnLimit merge budget, in keys
  * @param {Uint8Array} frozen per server index: 1 = its slices take no part
  * @param {Uint8Array} [setFrozen] per replica set (`c.rep`): 1 = one of its servers is frozen
  * @param {import('./columns').ReplicaSets} [sets] the replica sets `c.rep` indexes (server indices, primary first)
+ * @param {Columns} [out] where the merged slices go; may be `c` itself (the round's own columns):
+ *   slice i is read before position k <= i is written, so merging in place needs no second copy
  * @returns {{ cols: Columns, churn: number, ops: object[] }}
  */
-function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE, sets = null) {
+function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE, sets = null, out = new Columns(c.n)) {
   const { n, start, end, owner, load, rep } = c
   let total = 0
   let counted = 0
@@ -71,7 +73,6 @@ function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE, 
   const runCount = new Int32Array(ids.length)
   const touched = []
 
-  const out = new Columns(n)
   let k = 0 // slices written to out
   let sliceCount = n
   let churn = 0
@@ -152,6 +153,7 @@ function mergeColumns (c, ids, minSlices, churnLimit, frozen, setFrozen = NONE, 
       out.load[k] = runLoad
       out.hot[k] = c.hot[i] // its first part's hottest key: still inside it, its load still a lower bound
       out.hotLoad[k] = c.hotLoad[i]
+      out.rep[k] = -1 // (a fresh Columns has it, but `out` may be `c`)
       out.src[k++] = -1 // the merged slice's replica list is just its keeper
       for (const o of touched) ownedCount[o] -= runCount[o]
       ownedCount[keeper]++

@@ -138,8 +138,9 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   // a replicated slice takes part when its sets are given and none of its servers is frozen
   const shares = sets !== undefined
   const movable = (i) => (rep[i] < 0 ? !frozen[owner[i]] : shares && !setFrozen[rep[i]])
-  // what a move of slice i's entry takes off its donor: all of it, or one share
-  const amountOf = (i) => (rep[i] < 0 ? sliceLoad[i] : sliceLoad[i] / sets.size[rep[i]])
+  // what a move of slice i's entry takes off its donor: all of it, or one share (filled in
+  // below for the movable slices; a set's size does not change within the phase)
+  const amountOf = new Float64Array(n)
   const m = ids.length
   const members = [] // every server that takes part, in id order
   for (let s = 0; s < m; s++) if (!frozen[s]) members.push(s)
@@ -209,6 +210,7 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   for (let i = 0; i < n; i++) {
     if (!movable(i)) continue
     const r = rep[i]
+    amountOf[i] = r < 0 ? sliceLoad[i] : sliceLoad[i] / sets.size[r]
     if (r < 0) {
       list[fill[owner[i]]++] = i
       continue
@@ -221,7 +223,7 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   // Sorted lazily, the first time a server is looked at as a donor: most
   // servers never are (the scan stops at the first donor no hotter than the
   // coolest), and sorting all of them was a tenth of a 10,000-server round.
-  const hotterSlice = (a, b) => amountOf(b) - amountOf(a) || start[a] - start[b]
+  const hotterSlice = (a, b) => amountOf[b] - amountOf[a] || start[a] - start[b]
   const sorted = new Uint8Array(m)
   const sortList = (s) => {
     list.subarray(offset[s], offset[s] + length[s]).sort(hotterSlice)
@@ -231,14 +233,22 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   // load - load is 0 only for equal loads (finite doubles), so these are total orders
   const byHeat = new SortedServers(members, (a, b) => load[b] - load[a] || a - b)
   const byCool = new SortedServers(members, (a, b) => load[a] - load[b] || keys[a] - keys[b] || a - b)
+  // The servers that may still donate, in byHeat's order: a receiver never donates, and
+  // holds and length only shrink, so a server that fails the donor rules once fails them for
+  // the rest of the phase. Scanning only these keeps a 10,000-server phase from wading
+  // through the same refusals on every move.
+  const canDonate = (s) => !receiver[s] && holds[s] >= 2 && length[s] > 0
+  const donors = new SortedServers(members.filter(canDonate), byHeat.cmp)
+  const inDonors = new Uint8Array(m)
+  for (let p = 0; p < donors.size; p++) inDonors[donors.a[p]] = 1
   const widest = skipOverBudget ? churnLimit : Infinity
 
   // The first acceptable (donor, slice position), scanning donors hottest first.
   function chooseMove (coolest, maxLoad, cap) {
-    for (let p = 0; p < byHeat.size; p++) {
-      const donor = byHeat.a[p]
+    for (let p = 0; p < donors.size; p++) {
+      const donor = donors.a[p]
       if (load[donor] <= load[coolest]) break // no hotter donor left
-      if (donor === coolest || receiver[donor] || holds[donor] < 2 || length[donor] === 0) continue
+      if (donor === coolest) continue
       if (!sorted[donor]) sortList(donor)
       // slices are sorted hottest first, so "receiver would end hotter than the
       // donor was" holds for a prefix: binary-search past it
@@ -247,12 +257,12 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
       let hi = length[donor]
       while (lo < hi) {
         const mid = (lo + hi) >>> 1
-        if (load[coolest] + amountOf(list[base + mid]) > Math.min(load[donor], cap)) lo = mid + 1
+        if (load[coolest] + amountOf[list[base + mid]] > Math.min(load[donor], cap)) lo = mid + 1
         else hi = mid
       }
       for (let k = lo; k < length[donor]; k++) {
         const i = list[base + k]
-        const amount = amountOf(i)
+        const amount = amountOf[i]
         if (amount <= 0) break // the rest are idle slices
         if (end[i] - start[i] > widest) continue // could never move, whatever budget is left
         if (rep[i] >= 0 && sets.has(rep[i], coolest)) continue // holds it already
@@ -290,18 +300,25 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
     const len = end[i] - start[i]
     if (churn + len > churnLimit) { stop = 'churn-limit'; break }
 
-    const amount = amountOf(i)
+    const amount = amountOf[i]
     list.copyWithin(base + position, base + position + 1, base + length[donor])
     length[donor]--
     holds[donor]--
     // receivers never donate, so the receiver's list is not kept
-    for (const s of [donor, coolest]) { byHeat.remove(s); byCool.remove(s) }
+    for (const s of [donor, coolest]) {
+      byHeat.remove(s)
+      byCool.remove(s)
+      if (inDonors[s]) donors.remove(s)
+    }
     load[donor] -= amount
     keys[donor] -= len
     load[coolest] += amount
     keys[coolest] += len
     for (const s of [donor, coolest]) { byHeat.insert(s); byCool.insert(s) }
     receiver[coolest] = 1
+    inDonors[coolest] = 0
+    if (canDonate(donor)) donors.insert(donor)
+    else inDonors[donor] = 0
     if (rep[i] >= 0) {
       // the donor leaves the set, the receiver joins at its end; a donor that
       // was the primary hands that role to the next server (a warm cache)

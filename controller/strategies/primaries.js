@@ -37,13 +37,25 @@
  * @returns {{ ops: object[] }} one `{ op: 'primary', start, end, from, to, load }` per slice whose primary changed
  */
 function balancePrimaries (slices, loads, { floor, margin, frozen, maxPasses = 4 }) {
-  const pinned = new Map()
-  const get = (id) => pinned.get(id) || 0
+  // pinned load per server, in an array by a number given to each id as it is first seen
+  // (a Map of doubles boxed a new number per replicated slice)
+  const number = new Map()
+  const sums = []
+  const slot = (id) => {
+    let k = number.get(id)
+    if (k === undefined) {
+      k = sums.length
+      number.set(id, k)
+      sums.push(0)
+    }
+    return k
+  }
+  const get = (id) => sums[slot(id)]
   const order = []
   for (let i = 0; i < slices.length; i++) {
     const servers = slices[i].servers
     if (servers.length < 2 || !(loads[i] > 0)) continue
-    pinned.set(servers[0], get(servers[0]) + loads[i])
+    sums[slot(servers[0])] += loads[i]
     if (loads[i] >= floor && !servers.some((id) => frozen.has(id))) order.push(i)
   }
   order.sort((a, b) => loads[b] - loads[a] || slices[a].start - slices[b].start)
@@ -59,8 +71,8 @@ function balancePrimaries (slices, loads, { floor, margin, frozen, maxPasses = 4
       if (!(get(q) + L < get(p) - margin * L)) continue
       if (!from.has(i)) from.set(i, p)
       slices[i].servers = [q, ...servers.filter((id) => id !== q)]
-      pinned.set(p, get(p) - L)
-      pinned.set(q, get(q) + L)
+      sums[slot(p)] = get(p) - L
+      sums[slot(q)] = get(q) + L
       moved = true
     }
     if (!moved) break

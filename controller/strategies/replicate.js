@@ -69,17 +69,17 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
   const m = ids.length
   const load = new Float64Array(m) // spread load per server, kept current as sets change
   const keys = new Float64Array(m)
-  // Per slice, its input set (`from[i]`, an index into input.sets, or -1 for [owner]) until the
-  // phase changes it; then `changed[i]`, an array, or null for [owner]. Only the few slices
-  // that change get an array of their own.
-  const from = new Int32Array(n)
-  const changed = new Array(n).fill(undefined)
+  // Per slice, its input set (`from(i)`, an index into input.sets, or -1 for [owner]) until the
+  // phase changes it (`changed[i]`); then `newSets.get(i)`, an array, or null for [owner]. Only
+  // the few slices that change get an array of their own.
+  const from = (i) => input.rep[c.src[i]]
+  const changed = new Uint8Array(n)
+  const newSets = new Map()
   const stale = new Uint8Array(n) // one of its servers is frozen: the slice is left as it is
   let sliceTotal = 0 // over the slices that are not stale, for the mean slice load
   let sliceCount = 0
   for (let i = 0; i < n; i++) {
-    const r = input.rep[c.src[i]]
-    from[i] = r
+    const r = from(i)
     const len = end[i] - start[i]
     if (r < 0) {
       const o = c.owner[i]
@@ -101,8 +101,12 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
     }
   }
   /** Slice i's servers now, as a fresh array (primary first). */
-  const setOf = (i) => (changed[i] !== undefined ? (changed[i] || [c.owner[i]]) : from[i] >= 0 ? input.sets.toArray(from[i]) : [c.owner[i]])
-  const sizeOf = (i) => (changed[i] !== undefined ? (changed[i] ? changed[i].length : 1) : from[i] >= 0 ? size[from[i]] : 1)
+  const setOf = (i) => (changed[i] ? (newSets.get(i) || [c.owner[i]]) : from(i) >= 0 ? input.sets.toArray(from(i)) : [c.owner[i]])
+  const sizeOf = (i) => (changed[i] ? (newSets.get(i) ? newSets.get(i).length : 1) : from(i) >= 0 ? size[from(i)] : 1)
+  const change = (i, set) => {
+    changed[i] = 1
+    newSets.set(i, set)
+  }
   let known = 0
   let total = 0
   for (let s = 0; s < m; s++) {
@@ -165,7 +169,7 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
     for (const s of kept) load[s] += L / kept.length
     const dropped = set.filter((s, p) => gone.has(p))
     for (const s of dropped) keys[s] -= len
-    changed[i] = kept.length > 1 ? kept : null
+    change(i, kept.length > 1 ? kept : null)
     return { op: 'unreplicate', start: start[i], end: end[i], servers: dropped.map((s) => ids[s]), replicas: kept.length, load: L }
   }
 
@@ -205,7 +209,7 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
         added[s].push(i)
       }
       for (const s of next) byCool.insert(s)
-      changed[i] = next
+      change(i, next)
       had.set(i, set.length)
       used += gained.length * len
     }
@@ -222,13 +226,13 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
       for (let s = 0; s < m; s++) {
         while (load[s] > bound + slack && added[s].length > 0) {
           const i = added[s].pop()
-          const set = changed[i]
+          const set = newSets.get(i)
           const L = sliceLoad[i]
           const next = set.filter((x) => x !== s)
           for (const x of set) load[x] -= L / set.length
           for (const x of next) load[x] += L / next.length
           keys[s] -= end[i] - start[i]
-          changed[i] = next.length > 1 ? next : null
+          change(i, next.length > 1 ? next : null)
           again = true
         }
       }
@@ -259,13 +263,14 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
   const base = new Float64Array(m)
   const baseKeys = new Float64Array(m)
   for (let i = 0; i < n; i++) {
-    const set = changed[i]
+    const set = changed[i] ? newSets.get(i) : undefined
+    const f = from(i)
     let r
     if (set === undefined) {
-      if (from[i] < 0) continue
-      r = table.add(pool, offset[from[i]], offset[from[i]] + size[from[i]])
+      if (f < 0) continue
+      r = table.add(pool, offset[f], offset[f] + size[f])
     } else if (set === null) {
-      if (from[i] >= 0) c.src[i] = -1 // dropped to its primary alone
+      if (f >= 0) c.src[i] = -1 // dropped to its primary alone
       continue
     } else {
       r = table.add(set, 0, set.length)
