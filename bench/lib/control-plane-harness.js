@@ -126,6 +126,7 @@ async function runBatch (n, o) {
     o.log(`N=${n}: ${settled} members join at once, then ${j} more at once`)
     const groups = cut(ids('s', 0, settled), sizes).map((list, i) => ({ fake: cluster.fakes[i], ids: list }))
     out.first = await join(cluster, { groups, servers: settled, frontends: o.frontends, deadlineMs: o.deadlineMs })
+    o.log(`N=${n}: first ${settled} ${out.first.converged ? `acknowledged in ${out.first.ms} ms` : `NOT converged after ${out.first.ms} ms`}`)
     if (!out.first.converged) {
       out.skipped = `the first ${settled} did not converge`
       return out

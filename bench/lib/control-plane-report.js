@@ -39,9 +39,12 @@ function sizeTable (r) {
   const m = r.main || {}
   const rows = []
   const add = (what, value) => rows.push([what, value])
+  const lastSeen = (j) => {
+    if (j && !j.converged && j.controller) add('  last seen', `controller ${JSON.stringify(j.controller)}; members registered / holding its generation ${j.held ? `${j.held.serversRegistered} / ${j.held.serversHolding}` : 'n/a'}`)
+  }
   if (m.joinAtOnce) {
     add('join at once: acknowledged (s)', joined(m.joinAtOnce))
-    if (!m.joinAtOnce.converged && m.joinAtOnce.controller) add('  last seen', `controller ${JSON.stringify(m.joinAtOnce.controller)}; members holding ${m.joinAtOnce.held ? m.joinAtOnce.held.serversHolding : 'n/a'}`)
+    lastSeen(m.joinAtOnce)
   }
   if (m.joinTraffic) {
     const t = m.joinTraffic
@@ -49,11 +52,21 @@ function sizeTable (r) {
     add('join: pushes received / bytes (members)', `${num(t.members.pushMessages)} / ${num(t.members.pushBytes)}`)
     add('join: registrations / renewals sent (members)', `${num(t.members.registrations)} / ${num(t.members.renewals)}`)
   }
-  if (r.batch && r.batch.batch) add(`burst: ${r.batch.joined} join at once on ${r.batch.settled} settled (s)`, joined(r.batch.batch))
-  if (m.joinRate) add(`rate: ${m.joinRate.joined} join at ${m.joinRate.ratePerSec}/s on the survivors: first join to acked / after the last (s)`, `${joined(m.joinRate)} / ${sec(m.joinRate.afterLastJoinMs)}`)
+  if (r.batch && r.batch.first) {
+    add(`burst: first ${r.batch.settled} join at once (s)`, joined(r.batch.first))
+    lastSeen(r.batch.first)
+  }
+  if (r.batch && r.batch.batch) {
+    add(`burst: ${r.batch.joined} join at once on ${r.batch.settled} settled (s)`, joined(r.batch.batch))
+    lastSeen(r.batch.batch)
+  }
+  if (m.joinRate) {
+    add(`rate: ${m.joinRate.joined} join at ${m.joinRate.ratePerSec}/s on the survivors: first join to acked / after the last (s)`, `${joined(m.joinRate)} / ${sec(m.joinRate.afterLastJoinMs)}`)
+    lastSeen(m.joinRate)
+  }
   const st = m.steady
   if (st) {
-    add(`steady (${sec(st.ms)} s): controller CPU (% of a core)`, num(st.controllerCpuPct))
+    add(`${m.joinAtOnce && !m.joinAtOnce.converged ? 'after the join deadline, not converged' : 'steady'} (${sec(st.ms)} s): controller CPU (% of a core)`, num(st.controllerCpuPct))
     add('steady: controller event-loop p50 / p99 / max (ms)', `${num(st.controllerEventLoopMs.p50)} / ${num(st.controllerEventLoopMs.p99)} / ${num(st.controllerEventLoopMs.max)}`)
     add('steady: controller RSS (MB)', num(st.controllerRssMB))
     add('steady: renewals/s; latency p50 / p99 / max (ms, members)', `${num(st.renewalsPerSecond)}; ${num(st.renewalLatencyMs.p50)} / ${num(st.renewalLatencyMs.p99)} / ${num(st.renewalLatencyMs.max)}`)
@@ -81,7 +94,7 @@ function markdown (report) {
   const out = [
     '# Control plane at scale',
     '',
-    `\`${report.command}\`, ${env.date}, ${env.cpus} x ${env.cpuModel}, Node ${env.node}, ${env.platform}; controller and appserver-lib at ${report.commit || 'an unknown commit'}.`,
+    `\`${report.command}\`, ${env.date}, ${env.cpus} x ${env.cpuModel}, Node ${env.node}, ${env.platform}; controller and appserver-lib at ${report.commit || 'an unknown commit'}; load average at the start ${(env.loadavg || []).join(' ')} (the fake members share the machine: their own CPU and event-loop delay are in each table).`,
     '',
     'The real controller in its own process against protocol-level fake members (several per process, each its own control port, signed calls, pushes not verified) and fake front ends. "Acknowledged": every member registered and holding a slice, no handoff in progress, every member and front end holding the controller\'s current generation. Controller figures from its ' + statsSources(report) + '.',
     '',
@@ -150,7 +163,8 @@ function svg (report) {
   e.push(`<text transform="translate(${W - 14} ${(H - B + T) / 2}) rotate(90)" text-anchor="middle" fill="#d62728">controller CPU, steady (% of a core)</text>`)
   e.push(series(pts.filter((p) => p.joinAtOnceMs !== null).map((p) => [x(p.n), yj(p.joinAtOnceMs / 1000)]), '#1f77b4'))
   e.push(series(pts.filter((p) => p.cpuPct !== null).map((p) => [x(p.n), yc(p.cpuPct)]), '#d62728'))
-  for (const p of pts.filter((q) => q.joinAtOnceMs === null)) e.push(`<text x="${x(p.n)}" y="${T + 12}" text-anchor="middle" fill="#1f77b4">no convergence</text>`)
+  // kept inside the axes: a label at either end would run over them
+  for (const p of pts.filter((q) => q.joinAtOnceMs === null)) e.push(`<text x="${Math.min(W - R - 50, Math.max(L + 50, x(p.n)))}" y="${T + 12}" text-anchor="middle" fill="#1f77b4">join: no convergence</text>`)
   e.push('</svg>')
   return e.join('\n') + '\n'
 }
