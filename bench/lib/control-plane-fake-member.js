@@ -30,6 +30,7 @@ function newCounters () {
     pushes: { messages: 0, bytes: 0, full: 0, diffs: 0, gzip: 0, stale: 0, diffBaseRefused: 0, parsed: 0, frontendMessages: 0, frontendBytes: 0 },
     renewals: { sent: 0, ok: 0, failures: 0, notFound: 0, bytesOut: 0, bytesIn: 0, withMap: 0, mapBytes: 0, withDiff: 0, diffBaseMismatch: 0 },
     registrations: { sent: 0, ok: 0, conflicts: 0, failures: 0, bytesOut: 0, bytesIn: 0, gaveUp: 0 },
+    errors: {}, // failed calls to the controller by what failed: `${call} ${status or error code}`
     loads: 0,
     localLapses: 0 // a member's own lease ran out before a renewal was answered
   }
@@ -142,6 +143,7 @@ class FakeMember {
         const status = err.response && err.response.status
         if (status === 409) c.conflicts++
         else c.failures++
+        this.#noteError('register', err)
         if (err.response) c.bytesIn += answerBytes(err.response)
         if (performance.now() >= deadline) {
           if (!this.registered) c.gaveUp++
@@ -169,6 +171,11 @@ class FakeMember {
       this.lapsed = false
       if (Number.isInteger(lease.renewMs) && lease.renewMs > 0) this.renewMs = lease.renewMs
     }
+  }
+
+  #noteError (call, err) {
+    const key = `${call} ${err.response ? err.response.status : (err.code || err.name)}`
+    this.counters.errors[key] = (this.counters.errors[key] || 0) + 1
   }
 
   #schedule (ms) {
@@ -202,6 +209,7 @@ class FakeMember {
       this.#apply(res.data, now)
     } catch (err) {
       c.failures++
+      this.#noteError('renew', err)
       if (err.response) c.bytesIn += answerBytes(err.response)
       if (err.response && err.response.status === 404) {
         // The controller dropped this member while it was alive: register again.

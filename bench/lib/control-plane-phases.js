@@ -72,7 +72,8 @@ function trafficBetween (a, b) {
       registrationBytesIn: f.registrations.bytesIn,
       loadReports: f.loads,
       controlWireBytesIn: w.read,
-      controlWireBytesOut: w.written
+      controlWireBytesOut: w.written,
+      errors: Object.fromEntries(Object.entries(f.errors || {}).filter(([, n]) => n > 0)) // failed calls: `${call} ${status or code}` -> count
     }
   }
 }

@@ -51,6 +51,7 @@ function sizeTable (r) {
     add('join: pushes sent / bytes (controller stats)', `${num(t.controller.pushMessages)} / ${num(t.controller.pushBytes)}`)
     add('join: pushes received / bytes (members)', `${num(t.members.pushMessages)} / ${num(t.members.pushBytes)}`)
     add('join: registrations / renewals sent (members)', `${num(t.members.registrations)} / ${num(t.members.renewals)}`)
+    add('join: failed calls to the controller', errorList(t.members.errors))
   }
   if (r.batch && r.batch.first) {
     add(`burst: first ${r.batch.settled} join at once (s)`, joined(r.batch.first))
@@ -71,6 +72,7 @@ function sizeTable (r) {
     add('steady: controller RSS (MB)', num(st.controllerRssMB))
     add('steady: renewals/s; latency p50 / p99 / max (ms, members)', `${num(st.renewalsPerSecond)}; ${num(st.renewalLatencyMs.p50)} / ${num(st.renewalLatencyMs.p99)} / ${num(st.renewalLatencyMs.max)}`)
     add('steady: renewal failures / 404s / local lapses', `${num(st.lapses.renewalFailures)} / ${num(st.lapses.notFound)} / ${num(st.lapses.localLapses)}`)
+    add('steady: failed calls to the controller', errorList(st.traffic.members.errors))
     add('steady: bytes received by the controller (renewal bodies) / sent (answers), per s', `${num(st.traffic.members.renewalBytesOut / st.traffic.seconds, 0)} / ${num(st.traffic.members.renewalBytesIn / st.traffic.seconds, 0)}`)
     add('steady: pushes/s; generations issued', `${num(st.pushesPerSecond)}; ${num(st.generations)}`)
     add('steady: fake processes CPU % (event-loop p99 ms)', st.fakeProcesses.map((p) => `${num(p.cpuPct)} (${num(p.eventLoopP99Ms)})`).join(', '))
@@ -87,6 +89,12 @@ function sizeTable (r) {
   add('lapses (lease expiries + evictions + 404s of live members)', num(r.lapses))
   if (m.skipped) add('skipped', m.skipped)
   return markdownTable(['N = ' + r.n.toLocaleString('en-US'), 'value'], rows, 'lr')
+}
+
+function errorList (errors) {
+  if (!errors) return 'n/a' // a report from before the bench counted them
+  const e = Object.entries(errors)
+  return e.length ? e.map(([k, n]) => `${k}: ${num(n)}`).join(', ') : 'none'
 }
 
 function markdown (report) {
