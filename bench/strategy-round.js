@@ -10,6 +10,7 @@
  *     [--replicate true|false] [--hot-keys true|false]
  *   node bench/strategy-round.js --servers 10000 --runs 5   # the 10,000-server scale (1,000,000 slices)
  *   node bench/strategy-round.js --replicate false          # the single-owner round (no replication phase)
+ *   node bench/strategy-round.js --servers 5000 --joins 1000 # membership: 1,000 joins (and leaves) at 5,000 servers
  *
  * Targets (issue 14): <= 100 ms per round at 1,000 servers, <= 2 s at 10,000.
  * Figures before and after the columnar rewrite: docs/algorithm.md, "Performance".
@@ -18,6 +19,12 @@
  * 100,000 slices of the default input, so that round splits nothing; pass
  * e.g. --max-slices 262144 to time the split phase too.
  *
+ * --joins N times membership changes instead of a round, on chopper's initial
+ * layout of --servers servers (with standby replicas, 4 slices each): N
+ * addServer calls one after another (each on the last one's result, as the
+ * controller lays out a batch), the same N joins as one addServers call, N
+ * leaves as one removeServers call, and 100 removeServer calls one by one.
+ *
  * This is a script, not a test: it prints figures and asserts nothing.
  */
 
@@ -25,7 +32,8 @@ const { createRng } = require('../loadgen/prng')
 const { performance } = require('node:perf_hooks')
 const { parseArgs } = require('node:util')
 const { evenRanges } = require('../core/keyspace')
-const { chopperRound, defaults } = require('../controller/strategies/chopper')
+const chopper = require('../controller/strategies/chopper')
+const { chopperRound, defaults } = chopper
 
 const { values } = parseArgs({
   options: {
@@ -38,13 +46,14 @@ const { values } = parseArgs({
     'min-replicas': { type: 'string', default: String(defaults.minReplicas) },
     'balance-primaries': { type: 'string', default: String(defaults.balancePrimaries) },
     'hot-keys': { type: 'string', default: 'false' },
+    joins: { type: 'string', default: '0' },
     help: { type: 'boolean', short: 'h', default: false }
   }
 })
 if (values.help) {
   console.log(`usage: node bench/strategy-round.js [--servers 1000] [--slices 100] [--runs 9] [--seed 1]
   [--max-slices ${defaults.maxSlices}] [--replicate true|false] [--min-replicas ${defaults.minReplicas}] [--balance-primaries true|false]
-  [--hot-keys true|false]
+  [--hot-keys true|false] [--joins N]
 Times one chopper round (median of --runs after a warm-up) on --servers x --slices
 scattered slices with seeded Pareto loads. --replicate false runs the
 single-owner round (no replication phase). With replication, every input slice
@@ -53,6 +62,8 @@ timed is a steady one, not the one-off transition from single owners.
 --hot-keys true passes inputs.hotKeys as the controller does, a hot key for
 every slice with load (its middle key, with 60 % of its load), so the hot-key
 cuts' cost is timed too.
+--joins N times N joins and N leaves at --servers servers instead (one by one
+and batched; see the file's comment).
 Target: <= 100 ms at 1,000 servers.`)
   process.exit(0)
 }
@@ -71,8 +82,37 @@ const seed = Number(values.seed)
 const maxSlices = Number(values['max-slices'])
 const minReplicas = replicate ? Number(values['min-replicas']) : 1
 if (!Number.isInteger(minReplicas) || minReplicas < 1) throw new TypeError('--min-replicas must be a positive integer')
-for (const [name, v] of Object.entries({ servers: nServers, slices: perServer, runs, seed, 'max-slices': maxSlices })) {
-  if (!Number.isInteger(v) || v < (name === 'seed' ? 0 : 1)) throw new TypeError(`--${name} must be a positive integer`)
+const joins = Number(values.joins)
+for (const [name, v] of Object.entries({ servers: nServers, slices: perServer, runs, seed, 'max-slices': maxSlices, joins })) {
+  if (!Number.isInteger(v) || v < (name === 'seed' || name === 'joins' ? 0 : 1)) throw new TypeError(`--${name} must be a positive integer`)
+}
+if (joins > 0) {
+  membership()
+  process.exit(0)
+}
+
+/** --joins: membership changes on chopper's initial layout (see the file's comment). */
+function membership () {
+  const rand = createRng(seed).next
+  const servers = {}
+  for (let i = 0; i < nServers; i++) servers[`s${String(i).padStart(5, '0')}`] = { url: `http://127.0.0.1:9000/s${i}` }
+  const a = chopper.initial(servers)
+  const loads = a.slices.map(() => (rand() < 0.1 ? 0 : Math.floor(10 / Math.pow(1 - rand(), 1 / 1.5))))
+  const joining = Array.from({ length: joins }, (_, k) => ({ id: `n${String(k).padStart(5, '0')}`, url: `http://127.0.0.1:9001/n${k}` }))
+  const leaving = Object.keys(a.servers).filter((id, i) => i % Math.max(1, Math.floor(nServers / joins)) === 0).slice(0, Math.min(joins, nServers - 1))
+  const time = (fn) => {
+    const t0 = performance.now()
+    fn()
+    return (performance.now() - t0).toFixed(1)
+  }
+  console.log(`chopper membership: ${nServers} servers, ${a.slices.length} slices (initial layout), ${joins} joins, ${leaving.length} leaves, node ${process.version}`)
+  let b = a
+  console.log(`  ${joins} addServer calls one by one: ${time(() => { for (const j of joining) b = chopper.addServer(b, j.id, j.url, loads) })} ms`)
+  console.log(`  addServers, ${joins} joins in one call: ${time(() => chopper.addServers(a, joining, loads))} ms`)
+  console.log(`  removeServers, ${leaving.length} leaves in one call: ${time(() => chopper.removeServers(a, leaving, loads))} ms`)
+  const few = leaving.slice(0, 100)
+  b = a
+  console.log(`  ${few.length} removeServer calls one by one: ${time(() => { for (const id of few) b = chopper.removeServer(b, id, loads) })} ms`)
 }
 
 function buildInput () {

@@ -4,6 +4,7 @@ const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { validateAssignment, cloneAssignment } = require('../../core/assignment')
 const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange, resolveInputs } = require('./inputs')
 const { ringPoints } = require('./consistent-hash')
+const { addServersByLoop, removeServersByLoop } = require('./batch')
 
 /**
  * Consistent hashing with bounded loads (Mirrokni, Thorup and Zadimoghaddam,
@@ -292,4 +293,16 @@ function keepOwn (base, layout, leaving) {
   return out
 }
 
-module.exports = { name: NAME, defaults, initial, rebalance, addServer, removeServer, boundedRound, ringPoints }
+module.exports = {
+  name: NAME,
+  defaults,
+  initial,
+  rebalance,
+  addServer,
+  removeServer,
+  // batches: one call per server in turn (./batch.js); the slices change with each
+  addServers: addServersByLoop(addServer),
+  removeServers: removeServersByLoop(removeServer),
+  boundedRound,
+  ringPoints
+}

@@ -3,13 +3,14 @@
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { InvalidArgumentError } = require('../../core/errors')
 const {
-  validateAssignment, evenAssignment, cloneAssignment, keyChurn, serverLoads, imbalance, cutEvenly
+  validateAssignment, evenAssignment, cloneAssignment, keyChurn, imbalance, cutEvenly
 } = require('../../core/assignment')
 const { indexServers, indexSets, frozenFlags, toColumns, serversOf } = require('./columns')
-const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange, resolveInputs } = require('./inputs')
+const { resolveOptions, expect, toLoads, checkServers, resolveInputs } = require('./inputs')
 const { mergeColumns } = require('./merge')
 const { moveColumns } = require('./move')
 const { splitColumns } = require('./split')
+const membership = require('./chopper-membership')
 const { replicateColumns } = require('./replicate')
 const { balancePrimaries } = require('./primaries')
 
@@ -231,7 +232,7 @@ function chopperRound (assignment, loads, opts, inputs) {
   const cols = toColumns(assignment.slices, index, load, hotKeys)
   // the input's replica lists, for the imbalance before the round (spread like serverLoads
   // spreads them) and for the replication phase, which decides the round's sets afresh
-  const input = o.replicate ? indexSets(assignment.slices, index.indexOf) : null
+  const input = o.replicate ? indexSets(assignment.slices, index.indexOf, cols.owner) : null
   const before = knownImbalance(cols, input ? input.rep : cols.rep, index, frozen, input && input.sets)
 
   let total = 0
@@ -349,8 +350,8 @@ function rebalance (assignment, loads, opts, inputs) {
 }
 
 /**
- * Add a server with no slices. It is the coolest server (load 0), so the
- * next round's move phase hands it slices (within the move churn budget).
+ * Add a server with no slices (chopper-membership.js): it is the coolest
+ * server (load 0), so the next round's move phase hands it slices.
  * @param {object} assignment
  * @param {string} id
  * @param {string} url
@@ -360,20 +361,12 @@ function rebalance (assignment, loads, opts, inputs) {
  */
 function addServer (assignment, id, url, loads, opts, inputs) {
   options(opts)
-  checkMembershipChange('join', assignment, id, { url, loads })
-  resolveInputs(assignment, inputs)
-  // cloneAssignment also re-sorts the servers object.
-  return cloneAssignment({ ...assignment, servers: { ...assignment.servers, [id]: { url } } })
+  return membership.addServer(assignment, id, url, loads, inputs)
 }
 
 /**
- * Remove a server and reassign its slices at once: hottest slice first, each
- * to the currently least-loaded remaining server (ties: least keyspace, then
- * id), counting each given slice towards that server's tally. Merges nothing.
- * Servers whose load is unknown receive nothing, unless every remaining
- * server is unknown. With `replicate` (the default), a slice the server
- * shares with others just loses it (its next server becomes primary if it was
- * the primary); only the slices it held alone are reassigned.
+ * Remove a server and reassign the slices it held alone at once, hottest
+ * first, each to the least-loaded known server (chopper-membership.js).
  * @param {object} assignment
  * @param {string} id
  * @param {ArrayLike<number>} [loads] per-slice loads of the last period; all zero when omitted
@@ -382,58 +375,34 @@ function addServer (assignment, id, url, loads, opts, inputs) {
  */
 function removeServer (assignment, id, loads, opts, inputs) {
   const o = options(opts)
-  const load = checkMembershipChange('leave', assignment, id, { loads })
-  const { unknownServers } = resolveInputs(assignment, inputs)
-  return reassignFrom(assignment, id, load, unknownServers, o.replicate)
+  return membership.removeServer(assignment, id, loads, inputs, o.replicate)
 }
 
-function reassignFrom (assignment, id, load, unknown, replicate) {
-  const remaining = Object.keys(assignment.servers).filter((s) => s !== id)
-  const known = remaining.filter((s) => !unknown.has(s))
-  // An unknown server's tally is a stale guess, so it must not look like the
-  // least loaded. But the leaving server's slices must go somewhere: when every
-  // remaining server is unknown, fall back to choosing among all of them.
-  const targets = known.length > 0 ? known : remaining
-  const next = cloneAssignment(assignment)
-  delete next.servers[id]
-  const leaving = []
-  let tally
-  if (replicate) {
-    // A replicated slice loses the leaving server from its set and, if that was
-    // its primary, the next listed server becomes primary: it already holds the
-    // slice, so this costs no churn. Only slices the server held alone move.
-    next.slices.forEach((s, i) => {
-      if (s.servers.length === 1) {
-        if (s.servers[0] === id) leaving.push(i)
-      } else {
-        s.servers = s.servers.filter((x) => x !== id)
-      }
-    })
-    // The remaining servers' loads with those shares respread; the leaving
-    // slices still name only `id`, which serverLoads skips.
-    tally = serverLoads(next, load)
-  } else {
-    tally = serverLoads(assignment, load)
-    next.slices.forEach((s, i) => {
-      if (s.servers[0] === id) leaving.push(i)
-      else s.servers = s.servers.filter((x) => x !== id) // drop it as a secondary replica
-    })
-  }
-  const len = (i) => next.slices[i].end - next.slices[i].start
-  leaving.sort((a, b) => load[b] - load[a] || len(b) - len(a) || next.slices[a].start - next.slices[b].start)
-  for (const i of leaving) {
-    let target = targets[0]
-    for (const r of targets) {
-      const t = tally[r]
-      const best = tally[target]
-      if (t.load < best.load || (t.load === best.load && (t.keys < best.keys || (t.keys === best.keys && r < target)))) target = r
-    }
-    tally[target].load += load[i]
-    tally[target].keys += len(i)
-    const s = next.slices[i]
-    s.servers = [target, ...s.servers.filter((x) => x !== id && x !== target)]
-  }
-  return next
+/**
+ * addServer for each of `joins` in order, in one pass (./batch.js).
+ * @param {object} assignment
+ * @param {Array<{id:string, url:string}>} joins
+ * @param {ArrayLike<number>} [loads]
+ * @param {object} [opts]
+ * @param {object} [inputs]
+ */
+function addServers (assignment, joins, loads, opts, inputs) {
+  options(opts)
+  return membership.addServers(assignment, joins, loads, inputs)
 }
 
-module.exports = { name: NAME, defaults, initial, rebalance, addServer, removeServer, chopperRound }
+/**
+ * removeServer for each of `ids` in order, in one pass (./batch.js): the
+ * result of the loop of removeServer calls, each on the last one's result.
+ * @param {object} assignment
+ * @param {string[]} ids
+ * @param {ArrayLike<number>} [loads]
+ * @param {object} [opts]
+ * @param {object} [inputs]
+ */
+function removeServers (assignment, ids, loads, opts, inputs) {
+  const o = options(opts)
+  return membership.removeServers(assignment, ids, loads, inputs, o.replicate)
+}
+
+module.exports = { name: NAME, defaults, initial, rebalance, addServer, removeServer, addServers, removeServers, chopperRound }

@@ -124,9 +124,10 @@ class ReplicaSets {
  * i's set in `sets`, or -1 for a slice on one server.
  * @param {Array<{servers:string[]}>} slices
  * @param {Map<string, number>} indexOf
+ * @param {Int32Array} owner per slice, its first server's index (toColumns has looked them up)
  * @returns {{ rep: Int32Array, sets: ReplicaSets }}
  */
-function indexSets (slices, indexOf) {
+function indexSets (slices, indexOf, owner) {
   let count = 0
   let members = 0
   for (let i = 0; i < slices.length; i++) {
@@ -143,7 +144,8 @@ function indexSets (slices, indexOf) {
     const r = sets.count++
     sets.offset[r] = sets.used
     sets.size[r] = names.length
-    for (let k = 0; k < names.length; k++) sets.pool[sets.used++] = indexOf.get(names[k])
+    sets.pool[sets.used++] = owner[i]
+    for (let k = 1; k < names.length; k++) sets.pool[sets.used++] = indexOf.get(names[k])
     rep[i] = r
   }
   return { rep, sets }

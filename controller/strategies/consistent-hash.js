@@ -4,6 +4,7 @@ const farmhash = require('farmhash')
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { validateAssignment, evenAssignment, cloneAssignment } = require('../../core/assignment')
 const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange, resolveInputs } = require('./inputs')
+const { addServersByLoop, removeServersByLoop } = require('./batch')
 
 /**
  * The static baseline of the paper's evaluation (section 6): a consistent-hash
@@ -143,4 +144,16 @@ function removeServer (assignment, id, loads, opts, inputs) {
   return ringAssignment(servers, o.vnodes, assignment.generation)
 }
 
-module.exports = { name: NAME, defaults, initial, rebalance, addServer, removeServer, ringAssignment, ringPoints }
+module.exports = {
+  name: NAME,
+  defaults,
+  initial,
+  rebalance,
+  addServer,
+  removeServer,
+  // batches: one call per server in turn (./batch.js); the slices change with each
+  addServers: addServersByLoop(addServer),
+  removeServers: removeServersByLoop(removeServer),
+  ringAssignment,
+  ringPoints
+}

@@ -9,7 +9,8 @@ const slicerWeighted = require('./slicer-weighted')
 
 /**
  * Balancing strategies by name. Each is a set of pure functions:
- * initial, rebalance, addServer, removeServer (plus `name` and `defaults`).
+ * initial, rebalance, addServer, removeServer, and their batch forms
+ * addServers, removeServers (./batch.js), plus `name` and `defaults`.
  */
 const strategies = Object.freeze({
   [chopper.name]: chopper,

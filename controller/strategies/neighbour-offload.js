@@ -3,6 +3,7 @@
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { validateAssignment, evenAssignment, cloneAssignment } = require('../../core/assignment')
 const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange, resolveInputs } = require('./inputs')
+const { addServersByLoop, removeServersByLoop } = require('./batch')
 
 /**
  * Neighbour offload (seed 001, TUM "Advanced Distributed Load Balancing"):
@@ -326,4 +327,15 @@ function removeServer (assignment, id, loads, opts, inputs) {
   return layout(base, merged, o.buckets, keep, servers, between).assignment
 }
 
-module.exports = { name: NAME, defaults, initial, rebalance, addServer, removeServer, offloadRound }
+module.exports = {
+  name: NAME,
+  defaults,
+  initial,
+  rebalance,
+  addServer,
+  removeServer,
+  // batches: one call per server in turn (./batch.js); the slices change with each
+  addServers: addServersByLoop(addServer),
+  removeServers: removeServersByLoop(removeServer),
+  offloadRound
+}

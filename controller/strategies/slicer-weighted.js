@@ -112,4 +112,16 @@ function removeServer (assignment, id, loads, opts, inputs) {
   return chopper.removeServer(assignment, id, loads, undefined, inputs)
 }
 
-module.exports = { name: NAME, defaults, initial, rebalance, addServer, removeServer, slicerRound }
+/** Chopper's addServers: addServer for each join, in one pass. */
+function addServers (assignment, joins, loads, opts, inputs) {
+  options(opts)
+  return chopper.addServers(assignment, joins, loads, undefined, inputs)
+}
+
+/** Chopper's removeServers: removeServer for each id in turn, in one pass. */
+function removeServers (assignment, ids, loads, opts, inputs) {
+  options(opts)
+  return chopper.removeServers(assignment, ids, loads, undefined, inputs)
+}
+
+module.exports = { name: NAME, defaults, initial, rebalance, addServer, removeServer, addServers, removeServers, slicerRound }

@@ -81,8 +81,9 @@ function splitColumns (c, ids, { maxSlices, minSliceLength, frozen, setFrozen = 
     for (const i of candidates) if (hot[i] >= 0 && load[i] > 0 && hotLoad[i] >= hotShare * load[i]) cuts.set(i, true)
   }
   if (hotOnly) candidates = candidates.filter((i) => cuts.get(i))
-  if (candidates.length === 0) return { cols: c, ops: [] }
   let room = Math.max(0, maxSlices - n)
+  // nothing to split, or no room for any piece (a layout at maxSlices): the input as it is
+  if (candidates.length === 0 || room === 0) return { cols: c, ops: [] }
   let need = 0
   for (const i of candidates) need += extra(i)
   if (need > room) {

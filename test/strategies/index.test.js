@@ -9,7 +9,7 @@ describe('strategy registry', () => {
     for (const [name, s] of Object.entries(strategies)) {
       expect(s.name).toBe(name)
       expect(Object.isFrozen(s.defaults)).toBe(true)
-      for (const fn of ['initial', 'rebalance', 'addServer', 'removeServer']) expect(typeof s[fn]).toBe('function')
+      for (const fn of ['initial', 'rebalance', 'addServer', 'removeServer', 'addServers', 'removeServers']) expect(typeof s[fn]).toBe('function')
     }
     expect(getStrategy('chopper')).toBe(strategies.chopper)
   })
