@@ -183,24 +183,22 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   // second hottest server", which with three servers and a standby for every
   // slice moved 3 to 8 % of the keyspace in about one round of three in
   // scenario 9, for nothing).
-  const listed = (i, s) => {
-    if (load[s] <= startMean) return false
-    const r = rep[i]
-    for (let k = sets.offset[r]; k < sets.offset[r] + sets.size[r]; k++) {
-      const x = sets.pool[k]
-      if (x !== s && load[x] < startMean) return false
-    }
-    return true
+  // So server s's share of set r is listed when s is above the mean and no
+  // server of the set is below it (s itself is not, being above).
+  const spills = (r) => {
+    for (let k = sets.offset[r]; k < sets.offset[r] + sets.size[r]; k++) if (load[sets.pool[k]] < startMean) return true
+    return false
   }
   // what each server holds, listed or not, for the "fewer than two slices" donor rule
   const holds = length.slice()
   for (let i = 0; i < n; i++) {
     if (rep[i] < 0 || !movable(i)) continue
     const r = rep[i]
+    const spilling = spills(r)
     for (let k = sets.offset[r]; k < sets.offset[r] + sets.size[r]; k++) {
       const s = sets.pool[k]
       holds[s]++
-      if (listed(i, s)) length[s]++
+      if (!spilling && load[s] > startMean) length[s]++
     }
   }
   const offset = new Int32Array(m + 1)
@@ -215,9 +213,10 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
       list[fill[owner[i]]++] = i
       continue
     }
+    if (spills(r)) continue
     for (let k = sets.offset[r]; k < sets.offset[r] + sets.size[r]; k++) {
       const s = sets.pool[k]
-      if (listed(i, s)) list[fill[s]++] = i
+      if (load[s] > startMean) list[fill[s]++] = i
     }
   }
   // Sorted lazily, the first time a server is looked at as a donor: most

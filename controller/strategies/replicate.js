@@ -72,14 +72,16 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
   // Per slice, its input set (`from(i)`, an index into input.sets, or -1 for [owner]) until the
   // phase changes it (`changed[i]`); then `newSets.get(i)`, an array, or null for [owner]. Only
   // the few slices that change get an array of their own.
-  const from = (i) => input.rep[c.src[i]]
+  const inputRep = input.rep
+  const src = c.src
+  const from = (i) => inputRep[src[i]]
   const changed = new Uint8Array(n)
   const newSets = new Map()
   const stale = new Uint8Array(n) // one of its servers is frozen: the slice is left as it is
   let sliceTotal = 0 // over the slices that are not stale, for the mean slice load
   let sliceCount = 0
   for (let i = 0; i < n; i++) {
-    const r = from(i)
+    const r = inputRep[src[i]]
     const len = end[i] - start[i]
     if (r < 0) {
       const o = c.owner[i]
@@ -129,7 +131,8 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
     for (let i = 0; i < n; i++) {
       if (stale[i]) continue
       const L = sliceLoad[i]
-      const r = sizeOf(i)
+      const f = inputRep[src[i]]
+      const r = changed[i] ? sizeOf(i) : f >= 0 ? size[f] : 1
       const up = clamp(Math.ceil(L / unit))
       let target = r
       if (up > r) {
@@ -264,7 +267,7 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
   const baseKeys = new Float64Array(m)
   for (let i = 0; i < n; i++) {
     const set = changed[i] ? newSets.get(i) : undefined
-    const f = from(i)
+    const f = inputRep[src[i]]
     let r
     if (set === undefined) {
       if (f < 0) continue
