@@ -25,7 +25,7 @@ const defaults = Object.freeze({
   advertiseHost: '127.0.0.1',
   controllerUrl: undefined, // without it the server does not register (assignments must be pushed)
   registerTimeoutMs: 30000,
-  reregisterMs: 10000, // re-register this often (idempotent) so a restarted controller relearns us; 0 disables
+  reregisterMs: 10000, // while renewals fail, re-register this often (idempotent) so a restarted controller relearns us; 0 disables
   keyFrom: defaultKeyFrom,
   enforceOwnership: true, // false: serve every key (no 421), still counting; for non-Chopper baselines
   // What a request costs in the load report (busy ms per slice): 'wall' from
@@ -134,6 +134,9 @@ function createAppServer (options) {
         install: ({ body, sentAt }) => leases.apply(body, sentAt),
         registerTimeoutMs,
         reregisterMs: opts.reregisterMs,
+        // A renewal the controller answered proves it knows us (an unknown member's gets a 404,
+        // which re-registers at once): periodic re-registration only while renewals fail.
+        needed: () => leases.failures > 0,
         what: `${id} with ${controllerUrl}`,
         logger: log
       })

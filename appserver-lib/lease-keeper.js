@@ -80,7 +80,10 @@ class LeaseKeeper {
         this.logger.warn({ failures: this.failures, err: { code: err.code, status, message: err.message } }, 'lease renewal failed')
       }
     }
-    this.#schedule(this.renewMs)
+    // The period runs from when this renewal left, not from its answer: a
+    // controller slow to answer (a join storm) must not stretch the gap
+    // between renewals past the lease.
+    this.#schedule(Math.max(0, this.renewMs - (this.guard.now() - sentAt)))
   }
 
   stop () {

@@ -56,7 +56,7 @@ function createController (options = {}) {
     leases: new LeaseTable({ leaseMs: opts.leaseMs, marginMs: opts.leaseMarginMs }),
     handoff: new HandoffTracker(),
     handoffs: { revokes: 0, grants: 0, direct: 0, leaseLapses: 0 },
-    counts: { renewals: 0, registrations: 0, leaseExpiries: 0, evictions: 0, batches: 0 },
+    counts: { renewals: 0, registrations: 0, leaseExpiries: 0, evictions: 0, batches: 0, generations: {} }, // generations: issued, by phase
     history: [],
     columns: [], // heatmap: one keyspaceColumn per round, beside `history` (kept out of /v1/status: 2 KB each)
     events: new SseHub({ maxClients: opts.eventClients, heartbeatMs: opts.eventHeartbeatMs, logger: log }),
@@ -93,7 +93,7 @@ function createController (options = {}) {
   c.leading = () => c.active && (!c.election || c.election.leading)
   c.resetPusher = () => {
     if (c.pusher) c.pusher.close()
-    c.pusher = new Pusher({ timeoutMs: opts.requestTimeoutMs, concurrency: opts.pushConcurrency, historySize: opts.pushHistory, logger: log, onAck: (key, body) => c.onPushAck(key, body), clusterToken: opts.clusterToken })
+    c.pusher = new Pusher({ timeoutMs: opts.requestTimeoutMs, concurrency: opts.pushConcurrency, historySize: opts.pushHistory, selectiveAbove: opts.largeClusterAt, logger: log, onAck: (key, body) => c.onPushAck(key, body), clusterToken: opts.clusterToken })
   }
   c.resetPusher()
   const { registry, m } = createControllerMetrics(c)
@@ -141,7 +141,9 @@ function createController (options = {}) {
   let leaseTimer = null
   return {
     async start () {
-      const port = await listen(server, opts.port, opts.host)
+      // Thousands of members may connect at once (a join storm, a controller
+      // restart): a short accept queue drops their SYNs, and each retries a second later.
+      const port = await listen(server, opts.port, opts.host, { backlog: 4096 })
       c.url = `http://${opts.advertiseHost}:${port}`
       leaseTimer = setInterval(c.checkLeases, opts.leaseCheckMs)
       if (c.store) {

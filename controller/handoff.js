@@ -29,6 +29,7 @@ function installHandoff (c) {
   }
 
   c.issue = function issue (a, reason, phase) {
+    c.counts.generations[phase] = (c.counts.generations[phase] || 0) + 1
     c.assignment = a
     c.log.info({ generation: a.generation, reason, phase, slices: a.slices.length }, 'new assignment')
     c.persist()

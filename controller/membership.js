@@ -19,6 +19,8 @@ function installMembership (c) {
   const pending = { joins: new Set(), leaves: new Map(), urls: new Set(), since: 0 }
   let timer = null
   let lastFlush = -Infinity
+  let lastCheck = null // when checkLeases last ran
+  const lags = [] // { at, late }: how late each lease check ran, over the last largeLeaseMs
 
   c.batchPending = () => pending.since > 0
 
@@ -28,22 +30,22 @@ function installMembership (c) {
   }
 
   /**
-   * Lay the pending changes out now when no handoff is in progress and the
-   * last batch is membershipBatchMs old; else when the handoff is granted
-   * (maybeGrant calls this), the batch window ends, or they waited
-   * membershipBatchMaxMs. A lone change is laid out at once, as before
-   * batching; the changes that follow it while its handoff runs become the
-   * next batch.
+   * Lay the pending changes out now when they are a lone change: no batch in
+   * the last membershipBatchMaxMs and no handoff in progress (as before
+   * batching). In a storm (a batch went out recently) they wait until the
+   * oldest has waited membershipBatchMaxMs, or only membershipBatchMs when
+   * some server left (its slices must move soon), and go out as one layout
+   * change and one handoff, superseding a handoff still in progress.
    */
   c.flushMembershipIfDue = function flushMembershipIfDue () {
     if (pending.since === 0 || !c.active) return
     const now = c.leases.now()
     const waited = now - pending.since
-    const cooled = now - lastFlush >= c.opts.membershipBatchMs
-    if ((!c.target && cooled) || waited >= c.opts.membershipBatchMaxMs) return flush()
+    const lone = now - lastFlush >= c.opts.membershipBatchMaxMs
+    const due = pending.leaves.size > 0 ? c.opts.membershipBatchMs : c.opts.membershipBatchMaxMs
+    if ((lone && !c.target) || waited >= due) return flush()
     if (timer) return
-    const wait = c.target ? c.opts.membershipBatchMaxMs - waited : lastFlush + c.opts.membershipBatchMs - now
-    timer = setTimeout(() => { timer = null; c.flushMembershipIfDue() }, Math.max(1, Math.ceil(wait)))
+    timer = setTimeout(() => { timer = null; c.flushMembershipIfDue() }, Math.max(1, Math.ceil(due - waited)))
     timer.unref()
   }
 
@@ -59,7 +61,11 @@ function installMembership (c) {
     timer = null
     if (joins.length + leaves.length + urls.length === 0) return // what was pending cancelled out
     lastFlush = c.leases.now()
-    for (const id of joins) c.pusher.addTarget(`server:${id}`, c.servers.get(id).controlUrl)
+    // A member that comes back (a lapse, then a rejoin) still holds its map: a diff from it, not the whole map.
+    for (const id of joins) {
+      const s = c.servers.get(id)
+      c.pusher.addTarget(`server:${id}`, s.controlUrl, c.pusher.history.has(s.generation) ? s.generation : 0)
+    }
     const reason = `membership +${joins.length} -${leaves.length}` + (joins.length + leaves.length <= 3 ? ` (${[...joins.map((id) => '+' + id), ...leaves.map(([id, why]) => `${why} ${id}`)].join(', ')})` : '')
     const members = c.serverMap()
     const ids = Object.keys(members)
@@ -79,19 +85,21 @@ function installMembership (c) {
       c.commit(c.strategy.initial(members, c.strategyOptions), reason)
       return
     }
-    for (const [id] of leaves) {
-      if (!Object.hasOwn(current.servers, id)) continue
-      // Slices of a leaving server are reassigned at once, not at the next round.
-      current = c.strategy.removeServer(current, id, lastLoadsFor(current), c.strategyOptions, c.inputsFor(current, id))
+    // Slices of leaving servers are reassigned at once, not at the next round.
+    const leaving = leaves.map(([id]) => id).filter((id) => Object.hasOwn(current.servers, id))
+    if (leaving.length === 1 || (leaving.length > 1 && !c.strategy.removeServers)) {
+      for (const id of leaving) current = c.strategy.removeServer(current, id, lastLoadsFor(current), c.strategyOptions, c.inputsFor(current, id))
+    } else if (leaving.length > 1) {
+      current = c.strategy.removeServers(current, leaving, lastLoadsFor(current), c.strategyOptions, c.inputsFor(current))
     }
     for (const id of urls) {
       if (Object.hasOwn(current.servers, id) && members[id]) current = { ...current, servers: { ...current.servers, [id]: members[id] } }
     }
-    const joined = []
-    for (const id of joins) {
-      if (Object.hasOwn(current.servers, id)) continue
-      current = c.strategy.addServer(current, id, members[id].url, lastLoadsFor(current), c.strategyOptions, c.inputsFor(current))
-      joined.push(id)
+    const joined = joins.filter((id) => !Object.hasOwn(current.servers, id))
+    if (joined.length === 1 || (joined.length > 1 && !c.strategy.addServers)) {
+      for (const id of joined) current = c.strategy.addServer(current, id, members[id].url, lastLoadsFor(current), c.strategyOptions, c.inputsFor(current))
+    } else if (joined.length > 1) {
+      current = c.strategy.addServers(current, joined.map((id) => ({ id, url: members[id].url })), lastLoadsFor(current), c.strategyOptions, c.inputsFor(current))
     }
     // A joiner holds its first slices within the batch, not after the next
     // rounds; not one whose load collections failed (an evicted server that
@@ -180,8 +188,9 @@ function installMembership (c) {
    * Periodic: drop members whose lease lapsed; settle revokes whose losers'
    * leases lapsed. A lapse is confirmed after one more turn of the event
    * loop's I/O phase, so a renewal that reached us in time but waited behind
-   * other work renews the lease first: a controller that falls behind does
-   * not drop members that renewed.
+   * other work renews the lease first; and it must be older than the worst
+   * lateness of this check over the last lease: a controller that falls
+   * behind does not drop members whose renewals wait in its queue.
    */
   c.checkLeases = function checkLeases () {
     if (!c.active) return
@@ -191,10 +200,21 @@ function installMembership (c) {
       c.log.warn({ servers: lapsedHandoffs }, 'revoke not acknowledged before the lease lapsed; granting anyway')
       c.maybeGrant('lapsed')
     }
-    if (c.leases.lapsed().length === 0) return
+    // How late this check ran: a controller that falls behind (its event loop
+    // held up by a batch, or by a queue of calls) reads renewals that late too,
+    // so a lapse counts only once it is older than the worst recent lag.
+    const now = c.leases.now()
+    const late = lastCheck === null ? 0 : Math.max(0, now - lastCheck - c.opts.leaseCheckMs)
+    lastCheck = now
+    lags.push({ at: now, late })
+    while (lags.length > 0 && lags[0].at < now - c.opts.largeLeaseMs) lags.shift()
+    let lag = 0
+    for (const l of lags) if (l.late > lag) lag = l.late
+    c.lag = lag
+    if (c.leases.lapsed(now - lag).length === 0) return
     setImmediate(() => {
       if (!c.active) return
-      for (const id of c.leases.lapsed()) {
+      for (const id of c.leases.lapsed(c.leases.now() - lag)) {
         c.leases.delete(id)
         if (!c.servers.has(id)) continue
         c.m.leaseExpiries.inc()

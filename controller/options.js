@@ -37,7 +37,7 @@ const defaults = Object.freeze({
   // Large clusters (docs/control-plane.md): from this many members on, grants
   // carry the longer lease and renewal period below, so renewals cost a
   // bounded share of a core while a silent member is still detected within 3 s.
-  largeClusterAt: 200,
+  largeClusterAt: 50,
   largeLeaseMs: undefined, // undefined = 2500 with the default leaseMs, else leaseMs (no change at scale)
   largeRenewMs: undefined, // undefined = largeLeaseMs / 2.5
   // Membership changes (joins, leaves, drains, lapses) that arrive within this

@@ -30,7 +30,7 @@ class Pusher {
    * @param {number} [options.historySize] generations kept to diff from
    * @param {number} [options.gzipAbove] full maps of more bytes are sent gzipped
    */
-  constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, concurrency = 64, historySize = 64, gzipAbove = 32 * 1024, onAck = () => {}, clusterToken, logger = silent } = {}) {
+  constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, concurrency = 64, historySize = 64, gzipAbove = 32 * 1024, selectiveAbove = Infinity, onAck = () => {}, clusterToken, logger = silent } = {}) {
     this.onAck = onAck
     this.http = new JsonClient({ timeoutMs, clusterToken, connections: 1 })
     this.token = clusterToken
@@ -39,14 +39,17 @@ class Pusher {
     this.concurrency = concurrency
     this.historySize = historySize
     this.gzipAbove = gzipAbove
+    this.selectiveAbove = selectiveAbove
     this.logger = logger
     this.targets = new Map() // key -> { url, acked, full, inflight, timer, backoff, failures }
     this.queue = new Set() // keys waiting for a push slot, in order
     this.inflight = 0
     this.latest = null
     this.history = new Map() // generation -> assignment, oldest first
+    this.steps = new Map() // generation -> { value, raw }: the diff from the generation published before it
     this.bodies = new Map() // base generation (0: full map) -> { body, headers, diff }, for `latest`
-    this.stats = { pushes: 0, failures: 0, rejected: 0, bytes: 0, full: 0, diffs: 0, fullBytes: 0, diffBytes: 0 }
+    this.full = null // { generation, raw }: `latest` serialized
+    this.stats = { pushes: 0, failures: 0, rejected: 0, bytes: 0, full: 0, diffs: 0, fullBytes: 0, diffBytes: 0, selective: 0 }
     this.closed = false
   }
 
@@ -76,31 +79,73 @@ class Pusher {
     this.queue.delete(key)
   }
 
-  /** Publish a new assignment to every target. */
+  /**
+   * Publish a new assignment. Every target gets it, except that with at
+   * least `selectiveAbove` targets an app server whose slices this
+   * generation does not change is left to its next renewal, whose answer
+   * carries the diff (docs/control-plane.md, "Who gets a push"): front ends,
+   * newcomers and every server the change touches are pushed at once.
+   */
   publish (assignment) {
+    const prev = this.latest
     this.latest = assignment
     this.history.set(assignment.generation, assignment)
-    while (this.history.size > this.historySize) this.history.delete(this.history.keys().next().value)
+    // This generation's step, computed and serialized once for every holder of every older base.
+    let step = null
+    if (prev && prev.generation < assignment.generation) {
+      const value = diffMaps(prev, assignment)
+      step = { value, raw: Buffer.from(JSON.stringify(value), 'utf8') }
+      this.steps.set(assignment.generation, step)
+    }
+    while (this.history.size > this.historySize) {
+      const oldest = this.history.keys().next().value
+      this.history.delete(oldest)
+      this.steps.delete(oldest)
+    }
     this.bodies.clear()
-    for (const key of this.targets.keys()) this.#kick(key)
+    const touched = step && this.targets.size >= this.selectiveAbove ? touchedBy(prev, step.value) : null
+    if (touched) this.stats.selective++
+    for (const [key, t] of this.targets) {
+      if (touched && key.startsWith('server:') && t.acked > 0 && !t.full && !touched.has(key.slice(7))) continue
+      this.#kick(key)
+    }
   }
 
   /**
-   * The body that brings a holder of `base` to the latest generation:
-   * a diff when `base` is in the history, else the full map (base 0).
-   * Built, hashed and signed once per generation; re-signed after 10 s so the
-   * signature's timestamp stays inside receivers' clock window.
+   * The body that brings a holder of `base` to the latest generation: the
+   * latest generation's step (diff from the one before) when `base` is that
+   * one; a chain of the steps after `base` when every one of them is in the
+   * history; else the full map (gzipped when large). Each generation's step
+   * is computed and serialized once, at publish; a chain only concatenates
+   * them. Each body is hashed and signed once, and re-signed after 10 s so
+   * its timestamp stays inside receivers' clock window.
    * @returns {{ body: Buffer, raw: Buffer, headers: object, diff: boolean }} raw: the JSON before gzip
    */
   bodyFor (base) {
-    const from = base > 0 && base < this.latest.generation && this.history.has(base) ? base : 0
+    const latest = this.latest
+    let from = base > 0 && base < latest.generation && this.history.has(base) ? base : 0
+    let chain = from ? this.#chain(from) : null
+    // A chain longer than the map itself (a holder far behind a busy spell): the map.
+    if (chain && chain.reduce((n, step) => n + step.raw.length, 0) > this.#fullSize()) chain = null
+    if (!chain) from = 0
     let b = this.bodies.get(from)
     const now = Date.now()
     if (!b) {
-      const value = from ? diffMaps(this.history.get(from), this.latest) : this.latest
-      const raw = Buffer.from(JSON.stringify(value), 'utf8')
+      let raw
+      if (!from) {
+        raw = this.#fullRaw()
+      } else if (chain.length === 1) {
+        raw = chain[0].raw
+      } else {
+        const head = { kind: 'diff', base: from, generation: latest.generation }
+        if (latest.epoch !== undefined) head.epoch = latest.epoch
+        const parts = [Buffer.from(JSON.stringify(head).slice(0, -1) + ',"steps":[')]
+        chain.forEach((step, i) => parts.push(i ? COMMA : EMPTY, step.raw))
+        parts.push(CLOSE)
+        raw = Buffer.concat(parts)
+      }
       let body = raw
-      const headers = { 'x-chopper-generation': String(this.latest.generation) }
+      const headers = { 'x-chopper-generation': String(latest.generation) }
       if (from) headers['x-chopper-base'] = String(from)
       const hash = this.token === undefined ? null : hashBody(body)
       if (!from && body.length > this.gzipAbove) {
@@ -115,6 +160,35 @@ class Pusher {
       b.signedAt = now
     }
     return b
+  }
+
+  /** The latest map serialized, once per generation. */
+  #fullRaw () {
+    if (!this.full || this.full.generation !== this.latest.generation) this.full = { generation: this.latest.generation, raw: Buffer.from(JSON.stringify(this.latest), 'utf8') }
+    return this.full.raw
+  }
+
+  #fullSize () {
+    return this.#fullRaw().length
+  }
+
+  /** Push to `key` now whatever it holds (a renewal could not carry what it lacks). */
+  want (key) {
+    const t = this.targets.get(key)
+    if (t && !t.inflight && !t.timer) this.#kick(key)
+  }
+
+  /** The steps from `base` to the latest generation, oldest first; null when one is missing. */
+  #chain (base) {
+    const out = []
+    let g = this.latest.generation
+    while (g !== base) {
+      const step = this.steps.get(g)
+      if (!step) return null
+      out.push(step)
+      g = step.value.base
+    }
+    return out.reverse()
   }
 
   /** Targets that have not acknowledged the latest generation. */
@@ -226,4 +300,35 @@ class Pusher {
   }
 }
 
-module.exports = { Pusher }
+/**
+ * Server ids whose slices a diff of `base` changes: every server listed (as
+ * owner, replica or holder) by a slice the diff replaces or brings, and every
+ * server it adds, removes or moves to another URL.
+ */
+function touchedBy (base, diff) {
+  const out = new Set([...Object.keys(diff.servers.set), ...diff.servers.remove])
+  const add = (s) => {
+    for (const id of s.servers) out.add(id)
+    if (s.holders) for (const id of s.holders) out.add(id)
+  }
+  const old = base.slices
+  let i = 0
+  for (const sp of diff.splices) {
+    let lo = i
+    let hi = old.length - 1
+    while (lo < hi) { // the first slice ending after sp.start
+      const mid = (lo + hi) >>> 1
+      if (old[mid].end <= sp.start) lo = mid + 1
+      else hi = mid
+    }
+    for (i = lo; i < old.length && old[i].start < sp.end; i++) add(old[i])
+    for (const s of sp.slices) add(s)
+  }
+  return out
+}
+
+const COMMA = Buffer.from(',')
+const EMPTY = Buffer.alloc(0)
+const CLOSE = Buffer.from(']}')
+
+module.exports = { Pusher, touchedBy }

@@ -11,17 +11,18 @@ const { ID } = require('./options')
 // printable ASCII host[:port], no path: a control character is no part of a host (found by fuzz/)
 const URL_RE = /^https?:\/\/[\x21-\x2e\x30-\x7e]+$/
 const RENEWAL = /^\/v1\/servers\/([A-Za-z0-9._-]{1,128})\/lease$/
-// A registration or pull answer carries a full map up to this size; a larger
-// one reaches the member by push (gzipped), once it is placed.
-const INLINE_MAP_BYTES = 64 * 1024
+// A registration or renewal answer carries a map or diff up to this size; a
+// larger one reaches the member by push, gzipped (a newcomer's once its batch
+// has placed it): a join storm's renewals must not each carry the map.
+const INLINE_MAP_BYTES = 16 * 1024
 
 const bad = (msg) => { throw new InvalidArgumentError(msg) }
 
 /**
  * The controller's HTTP API over the shared state `c` (docs/control-plane.md).
  * Returns the request listener: lease renewals, the hot path (every member,
- * every renewMs), are answered before Express, by `renewal`; everything else
- * goes to the Express app.
+ * every renewMs), and registrations are answered before Express, by `fast`;
+ * everything else goes to the Express app.
  */
 function createRoutes (c) {
   const verifier = c.opts.clusterToken === undefined ? null : new RequestVerifier({ token: c.opts.clusterToken })
@@ -43,25 +44,7 @@ function createRoutes (c) {
   // dashboard stay open, read-only (docs/security.md).
   app.use(memberRoutes, verifyMiddleware(verifier))
   app.post('/v1/servers', (req, res) => {
-    const { id, url, controlUrl, generation = 0 } = req.body || {}
-    if (typeof id !== 'string' || !ID.test(id)) bad('invalid id: expected 1-128 characters of [A-Za-z0-9._-]')
-    if (!Number.isSafeInteger(generation) || generation < 0) bad('invalid generation: expected a non-negative integer')
-    if (typeof url !== 'string' || !URL_RE.test(url)) bad('invalid url: expected http(s)://host:port')
-    if (typeof controlUrl !== 'string' || !URL_RE.test(controlUrl)) bad('invalid controlUrl: expected http(s)://host:port')
-    if (url === controlUrl) bad('invalid controlUrl: the control plane must listen on its own port')
-    // An id belongs to the member holding its lease: another process cannot
-    // take it (and its traffic) over with other URLs until that lease lapsed
-    // or the member deregistered. A restarted member retries until then.
-    const known = c.servers.get(id)
-    if (known && (known.url !== url || known.controlUrl !== controlUrl) && c.leases.remaining(id) > 0) {
-      throw new MemberConflictError(`server id ${id} is held by a live member at other URLs: register again once its lease lapsed (in ${Math.ceil(c.leases.remaining(id))} ms) or it deregistered`)
-    }
-    c.noteGeneration(generation)
-    c.addServer(id, url, controlUrl, generation)
-    c.counts.registrations++
-    // The answer carries a lease: the member holds the current map once it
-    // installs the answer's map (or a push's).
-    sendJson(res.status(201), { lease: c.grantLease(id) }, mapFor(generation, INLINE_MAP_BYTES))
+    sendJson(res.status(201), ...register(req.body))
   })
   app.post('/v1/servers/:id/lease', (req, res) => {
     sendJson(res, ...renew(req.params.id, req.body))
@@ -124,11 +107,34 @@ function createRoutes (c) {
    * the published map: a diff when it holds a generation still in the
    * history, else the full map when it is at most `maxFull` bytes.
    */
-  function mapFor (generation, maxFull) {
+  function mapFor (generation, maxBytes) {
     if (!c.published || generation >= c.published.generation) return null
     const b = c.pusher.bodyFor(generation)
-    if (!b.diff && b.raw.length > maxFull) return null
+    if (b.raw.length > maxBytes) return null
     return { key: b.diff ? 'diff' : 'assignment', raw: b.raw }
+  }
+
+  /** A member's registration: `[fields, map]` of the answer. */
+  function register (body) {
+    const { id, url, controlUrl, generation = 0 } = body || {}
+    if (typeof id !== 'string' || !ID.test(id)) bad('invalid id: expected 1-128 characters of [A-Za-z0-9._-]')
+    if (!Number.isSafeInteger(generation) || generation < 0) bad('invalid generation: expected a non-negative integer')
+    if (typeof url !== 'string' || !URL_RE.test(url)) bad('invalid url: expected http(s)://host:port')
+    if (typeof controlUrl !== 'string' || !URL_RE.test(controlUrl)) bad('invalid controlUrl: expected http(s)://host:port')
+    if (url === controlUrl) bad('invalid controlUrl: the control plane must listen on its own port')
+    // An id belongs to the member holding its lease: another process cannot
+    // take it (and its traffic) over with other URLs until that lease lapsed
+    // or the member deregistered. A restarted member retries until then.
+    const known = c.servers.get(id)
+    if (known && (known.url !== url || known.controlUrl !== controlUrl) && c.leases.remaining(id) > 0) {
+      throw new MemberConflictError(`server id ${id} is held by a live member at other URLs: register again once its lease lapsed (in ${Math.ceil(c.leases.remaining(id))} ms) or it deregistered`)
+    }
+    c.noteGeneration(generation)
+    c.addServer(id, url, controlUrl, generation)
+    c.counts.registrations++
+    // The answer carries a lease: the member holds the current map once it
+    // installs the answer's map (or a push's).
+    return [{ lease: c.grantLease(id) }, mapFor(generation, INLINE_MAP_BYTES)]
   }
 
   /** One renewal (docs/control-plane.md, "Heartbeats"): O(1) but for the map it may carry. */
@@ -147,13 +153,29 @@ function createRoutes (c) {
     // Renewed only for a member that holds the current map: the answer
     // carries it (a diff, or the whole map) when the member is behind, and
     // the member installs it first.
-    return [{ lease: c.grantLease(id) }, mapFor(generation, Infinity)]
+    const map = mapFor(generation, INLINE_MAP_BYTES)
+    // Behind by more than an answer carries: a push brings it (gzipped), even where pushes are selective.
+    if (!map && c.published && generation < c.published.generation) c.pusher.want(`server:${id}`)
+    return [{ lease: c.grantLease(id) }, map]
   }
 
-  /** The renewal route without Express: read, verify, answer. Returns false to leave it to Express. */
-  function renewal (req, res) {
-    const m = RENEWAL.exec(req.url)
-    if (!m || !c.leading()) return false
+  /**
+   * The calls every member makes, renewals all the time and registrations in
+   * a join storm, without Express: read (at most 4 KB), verify, answer.
+   * Returns false to leave the request to Express (a standby's answer, and
+   * everything else).
+   */
+  function fast (req, res) {
+    let handle
+    let status = 200
+    if (req.url === '/v1/servers') {
+      handle = register
+      status = 201
+    } else {
+      const m = RENEWAL.exec(req.url)
+      if (m) handle = (body) => renew(m[1], body)
+    }
+    if (!handle || !c.leading()) return false
     const chunks = []
     let size = 0
     req.on('data', (b) => {
@@ -162,28 +184,28 @@ function createRoutes (c) {
     })
     req.on('end', () => {
       try {
-        if (size > 4096) throw new PayloadTooLargeError('renewal body over 4 KB')
+        if (size > 4096) throw new PayloadTooLargeError('body over 4 KB')
         const raw = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)
         if (verifier) verifier.verify({ method: 'POST', path: req.url, headers: req.headers, rawBody: raw })
         let body
         try {
           body = JSON.parse(raw.toString('utf8'))
         } catch {
-          throw new MalformedBodyError('expected a JSON body { generation, drainedGeneration }')
+          throw new MalformedBodyError('expected a JSON body')
         }
-        const [fields, map] = renew(m[1], body)
-        writeJson(res, 200, fields, map)
+        const [fields, map] = handle(body)
+        writeJson(res, status, fields, map)
       } catch (err) {
-        const status = statusOf(err)
-        if (status >= 500) c.log.error({ err }, 'renewal failed')
-        writeJson(res, status, toHttpBody(err), null)
+        const code = statusOf(err)
+        if (code >= 500) c.log.error({ err, url: req.url }, 'member call failed')
+        writeJson(res, code, toHttpBody(err), null)
       }
     })
     return true
   }
 
   return function listener (req, res) {
-    if (req.method === 'POST' && renewal(req, res)) return
+    if (req.method === 'POST' && fast(req, res)) return
     app(req, res)
   }
 }

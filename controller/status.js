@@ -93,6 +93,7 @@ function installStatus (c) {
       registrations: c.counts.registrations,
       renewals: c.counts.renewals,
       batches: c.counts.batches,
+      generations: { ...c.counts.generations },
       pushes: { messages: ps.pushes, bytes: ps.bytes, full: ps.full, diffs: ps.diffs, fullBytes: ps.fullBytes, diffBytes: ps.diffBytes, failures: ps.failures, queued: c.pusher.queue.size },
       saves: c.store ? { saves: c.persistence.saves, bytes: c.persistence.bytes, failures: c.persistence.failures } : null
     }

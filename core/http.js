@@ -29,10 +29,10 @@ function jsonErrorHandler (logger) {
 }
 
 /** Listen on host:port; resolves with the bound port (use port 0 in tests). */
-function listen (server, port, host) {
+function listen (server, port, host, { backlog = 511 } = {}) {
   return new Promise((resolve, reject) => {
     server.once('error', reject)
-    server.listen(port, host, () => {
+    server.listen({ port, host, backlog }, () => {
       server.off('error', reject)
       resolve(server.address().port)
     })

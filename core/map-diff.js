@@ -9,6 +9,7 @@ const { KEYSPACE_SIZE } = require('./keyspace')
  *
  *   { kind: 'diff', base, generation, epoch?, servers: { set: { id: { url } }, remove: [id] },
  *     splices: [{ start, end, slices: [slice, ...] }] }
+ *   or a chain of them: { kind: 'diff', base, generation, steps: [diff, ...] }
  *
  * A splice replaces the base's slices that tile [start, end) exactly (both
  * are slice boundaries of the base) with `slices`, which tile the same range.
@@ -89,8 +90,12 @@ function isDiff (body) {
 
 /**
  * Apply `diff` to `base` (an assignment); returns the new assignment. The
- * base is not modified. Throws DiffBaseError when the base generation is not
- * the diff's, InvalidAssignmentError when the diff is malformed.
+ * base is not modified. A diff with `steps` is a chain of diffs, one per
+ * generation from `base` to `generation`, applied in turn: the sender
+ * serializes each generation's step once and concatenates the steps a
+ * holder of an older base needs. Throws DiffBaseError when the base
+ * generation is not the diff's, InvalidAssignmentError when the diff is
+ * malformed.
  */
 function applyDiff (base, diff) {
   const fail = (msg) => { throw new InvalidAssignmentError('invalid diff: ' + msg) }
@@ -100,6 +105,16 @@ function applyDiff (base, diff) {
     const err = new DiffBaseError(`diff from generation ${diff.base} does not apply to ${base ? `generation ${base.generation}` : 'no map'}: send the full map`)
     err.generation = base ? base.generation : 0
     throw err
+  }
+  if (diff.steps !== undefined) {
+    if (!Array.isArray(diff.steps) || diff.steps.length === 0) fail('steps must be a non-empty array of diffs')
+    let out = base
+    for (const step of diff.steps) {
+      if (!isDiff(step) || step.steps !== undefined || step.base !== out.generation) fail('each step must be a diff from the generation the previous one gave')
+      out = applyDiff(out, step)
+    }
+    if (out.generation !== diff.generation) fail(`steps end at generation ${out.generation}, not ${diff.generation}`)
+    return out
   }
   const sv = diff.servers
   if (sv === null || typeof sv !== 'object' || sv.set === null || typeof sv.set !== 'object' || Array.isArray(sv.set) || !Array.isArray(sv.remove)) fail('servers must be { set: {...}, remove: [...] }')

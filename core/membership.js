@@ -19,8 +19,12 @@ class Membership {
    * @param {number} options.reregisterMs period of re-registration; 0 disables
    * @param {string} options.what names the member in errors
    */
-  constructor ({ register, deregister, install, registerTimeoutMs, reregisterMs, what, logger = silent }) {
-    Object.assign(this, { register, deregister, install, registerTimeoutMs, reregisterMs, what, logger })
+  /**
+   * @param {() => boolean} [options.needed] whether a periodic re-registration is worth making now
+   *   (app servers: only while renewals fail, since a renewal answered proves the controller knows us)
+   */
+  constructor ({ register, deregister, install, registerTimeoutMs, reregisterMs, what, needed = () => true, logger = silent }) {
+    Object.assign(this, { register, deregister, install, registerTimeoutMs, reregisterMs, what, needed, logger })
     this.registered = false
     this.timer = null
     this.inflight = null
@@ -38,7 +42,7 @@ class Membership {
     this.registered = true
     this.install(body)
     if (this.reregisterMs > 0) {
-      this.timer = setInterval(() => this.reregister(), this.reregisterMs)
+      this.timer = setInterval(() => { if (this.needed()) this.reregister() }, this.reregisterMs)
       this.timer.unref()
     }
   }

@@ -20,7 +20,7 @@ const STATS_TIMEOUT_MS = 10000
  * @param {string} [root] the checkout whose controller/ to run (default this one)
  */
 async function startController (options, root) {
-  const child = forkChild(CONTROLLER, { callTimeoutMs: 30000 })
+  const child = forkChild(CONTROLLER, { callTimeoutMs: 30000, execArgv: process.env.CHOPPER_CONTROLLER_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.CHOPPER_CONTROLLER_PROF] : [] })
   const { url, pid } = await child.start({ options, root })
   return {
     url,
@@ -133,9 +133,9 @@ class ControlPlaneCluster {
    * `{ converged, generation, controller, held }`; a controller too busy to
    * answer within the stats timeout rejects.
    */
-  async sample ({ servers, frontends }) {
+  async sample ({ servers, frontends, owning = true }) {
     const s = (await this.controllerStats()).stats
-    const ready = s.members === servers && s.frontends === frontends && (s.owning === null || s.owning === servers) &&
+    const ready = s.members === servers && s.frontends === frontends && (!owning || s.owning === null || s.owning === servers) &&
       !s.handoffInProgress && (s.lagging === null || s.lagging === 0) && s.generation > 0
     const held = await this.held(s.generation)
     const converged = ready && held.serversHolding === servers && held.serversRegistered === servers && held.frontendsHolding === frontends
@@ -146,14 +146,14 @@ class ControlPlaneCluster {
    * Poll `sample` until converged, or `deadlineMs` after `since`.
    * @returns {Promise<{ converged: boolean, ms: number, generation: number, controller: object, held: object, polls: number, error?: string }>}
    */
-  async waitConverged ({ servers, frontends, since = Date.now(), deadlineMs, intervalMs = pollInterval(servers) }) {
+  async waitConverged ({ servers, frontends, since = Date.now(), deadlineMs, intervalMs = pollInterval(servers), owning = true }) {
     const deadline = since + deadlineMs
     let last = null
     let polls = 0
     for (;;) {
       polls++
       try {
-        last = await this.sample({ servers, frontends })
+        last = await this.sample({ servers, frontends, owning })
         if (last.converged) return { ...last, ms: Date.now() - since, polls }
       } catch (err) {
         last = { ...last, converged: false, error: err.message } // a controller too busy to answer in time: not converged yet

@@ -108,7 +108,8 @@ class FakeMember {
     this.url = `http://127.0.0.1:${this.server.address().port + 1}`
     await this.register(this.registerTimeoutMs)
     if (this.reregisterMs > 0 && !this.stopped) {
-      this.reregisterTimer = setInterval(() => { if (!this.registering) this.register(0) }, this.reregisterMs)
+      // As appserver-lib does: app servers re-register only while renewals fail (a 404 re-registers at once).
+      this.reregisterTimer = setInterval(() => { if (!this.registering && (this.kind !== 'server' || this.renewalFailing)) this.register(0) }, this.reregisterMs)
     }
   }
 
@@ -198,6 +199,7 @@ class FakeMember {
       const res = await this.client.post(`${this.controllerUrl}/v1/servers/${this.id}/lease`, body)
       const ms = performance.now() - now
       this.latency.record(ms)
+      this.renewalFailing = false
       c.ok++
       const bytes = answerBytes(res)
       c.bytesIn += bytes
@@ -209,6 +211,7 @@ class FakeMember {
       this.#apply(res.data, now)
     } catch (err) {
       c.failures++
+      this.renewalFailing = true
       this.#noteError('renew', err)
       if (err.response) c.bytesIn += answerBytes(err.response)
       if (err.response && err.response.status === 404) {
@@ -220,7 +223,8 @@ class FakeMember {
         return
       }
     }
-    this.#schedule(this.renewMs)
+    // As appserver-lib's lease keeper: the period runs from when the renewal left.
+    this.#schedule(Math.max(0, this.renewMs - (performance.now() - now)))
   }
 
   #handle (req, res) {

@@ -93,3 +93,26 @@ describe('map diffs', () => {
     expect(a.slices).toHaveLength(2)
   })
 })
+
+describe('chains of diffs', () => {
+  const one = (g, owner) => ({ generation: g, servers: { a: { url: 'http://x:1' }, b: { url: 'http://x:2' } }, slices: [{ start: 0, end: 100, servers: [owner] }, { start: 100, end: KEYSPACE_SIZE, servers: ['a'] }] })
+
+  test('a chain of per-generation steps applies in turn to the full map', () => {
+    const maps = [one(1, 'a'), one(2, 'b'), one(3, 'a'), one(4, 'b')]
+    const steps = [1, 2, 3].map((i) => diffMaps(maps[i - 1], maps[i]))
+    const chain = { kind: 'diff', base: 1, generation: 4, steps }
+    expect(strip(applyDiff(maps[0], strip(chain)))).toEqual(strip(maps[3]))
+  })
+
+  test('a chain with a gap, a wrong end or a nested chain is refused', () => {
+    const maps = [one(1, 'a'), one(2, 'b'), one(3, 'a')]
+    const d12 = diffMaps(maps[0], maps[1])
+    const d23 = diffMaps(maps[1], maps[2])
+    for (const bad of [
+      { kind: 'diff', base: 1, generation: 3, steps: [d23] },
+      { kind: 'diff', base: 1, generation: 4, steps: [d12, d23] },
+      { kind: 'diff', base: 1, generation: 3, steps: [] },
+      { kind: 'diff', base: 1, generation: 3, steps: [{ ...d12, steps: [d12] }, d23] }
+    ]) expect(() => applyDiff(maps[0], bad)).toThrow(expect.objectContaining({ code: 'CHOPPER_ERR_INVALID_ASSIGNMENT' }))
+  })
+})
