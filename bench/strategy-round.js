@@ -12,8 +12,8 @@
  *   node bench/strategy-round.js --replicate false          # the single-owner round (no replication phase)
  *   node bench/strategy-round.js --servers 5000 --joins 1000 # membership: 1,000 joins (and leaves) at 5,000 servers
  *
- * Targets (issue 14): <= 100 ms per round at 1,000 servers, <= 2 s at 10,000.
- * Figures before and after the columnar rewrite: docs/algorithm.md, "Performance".
+ * Targets: <= 100 ms per round at 1,000 servers, <= 1 s at 10,000.
+ * Figures: docs/algorithm.md, "Performance".
  *
  * --max-slices defaults to the strategy's default (65,536), which is below the
  * 100,000 slices of the default input, so that round splits nothing; pass

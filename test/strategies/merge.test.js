@@ -86,3 +86,49 @@ describe('merge phase (paper 5.2.2)', () => {
     expect(JSON.stringify(input)).toBe(snapshot)
   })
 })
+
+describe('mergeColumns in place (the round merges into its own columns)', () => {
+  const { mergeColumns } = require('../../controller/strategies/merge')
+  const { Columns, indexSets } = require('../../controller/strategies/columns')
+  const { prng } = require('./helpers')
+
+  /** Seeded columns: runs of single-owner slices and of slices on the same two servers. */
+  function columns (seed) {
+    const rand = prng(seed)
+    const ids = ['a', 'b', 'c', 'd']
+    const n = 40
+    const slices = Array.from({ length: n }, (_, i) => {
+      const o = Math.floor(rand() * 4)
+      const servers = rand() < 0.5 ? [ids[o]] : [ids[o], ids[(o + 1) % 4]]
+      return { start: (i * KEYSPACE_SIZE) / n, end: ((i + 1) * KEYSPACE_SIZE) / n, servers }
+    })
+    const c = new Columns(n)
+    slices.forEach((s, i) => {
+      c.start[i] = s.start
+      c.end[i] = s.end
+      c.owner[i] = ids.indexOf(s.servers[0])
+      c.load[i] = rand() < 0.5 ? 0 : Math.floor(rand() * 10)
+      c.src[i] = i
+      c.hot[i] = rand() < 0.3 ? s.start : -1
+    })
+    const { rep, sets } = indexSets(slices, new Map(ids.map((id, s) => [id, s])), c.owner)
+    c.rep.set(rep)
+    return { c, ids, sets }
+  }
+  const fields = ['start', 'end', 'owner', 'load', 'src', 'rep', 'hot', 'hotLoad']
+  const copy = (c) => {
+    const d = new Columns(c.n)
+    for (const f of fields) d[f].set(c[f])
+    return d
+  }
+
+  test.each([1, 2, 3, 4, 5, 6, 7, 8])('seed %i: the same slices as into fresh columns', (seed) => {
+    const { c, ids, sets } = columns(seed)
+    const fresh = mergeColumns(copy(c), ids, 4, KEYSPACE_SIZE, new Uint8Array(4), new Uint8Array(sets.count), sets)
+    const own = copy(c)
+    const inPlace = mergeColumns(own, ids, 4, KEYSPACE_SIZE, new Uint8Array(4), new Uint8Array(sets.count), sets, own)
+    expect(fresh.ops.length).toBeGreaterThan(0)
+    expect(inPlace.ops).toEqual(fresh.ops)
+    for (const f of fields) expect(Array.from(inPlace.cols[f])).toEqual(Array.from(fresh.cols[f]))
+  })
+})
