@@ -11,6 +11,8 @@ const { ID } = require('./options')
 // printable ASCII host[:port], no path: a control character is no part of a host (found by fuzz/)
 const URL_RE = /^https?:\/\/[\x21-\x2e\x30-\x7e]+$/
 const RENEWAL = /^\/v1\/servers\/([A-Za-z0-9._-]{1,128})\/lease$/
+const MAX_BODY = 1024 * 1024 // as Express's parser on the other routes
+const JSON_TYPE = /^application\/json\s*(;\s*charset="?utf-8"?\s*)?$/i
 // A registration or renewal answer carries a map or diff up to this size; a
 // larger one reaches the member by push, gzipped (a newcomer's once its batch
 // has placed it): a join storm's renewals must not each carry the map.
@@ -161,7 +163,7 @@ function createRoutes (c) {
 
   /**
    * The calls every member makes, renewals all the time and registrations in
-   * a join storm, without Express: read (at most 4 KB), verify, answer.
+   * a join storm, without Express: read (at most 1 MB, as Express would), verify, answer.
    * Returns false to leave the request to Express (a standby's answer, and
    * everything else).
    */
@@ -175,16 +177,19 @@ function createRoutes (c) {
       const m = RENEWAL.exec(req.url)
       if (m) handle = (body) => renew(m[1], body)
     }
-    if (!handle || !c.leading()) return false
+    // Anything but a plain JSON body (another type, a content-encoding) goes to Express, which refuses it as before.
+    const type = req.headers['content-type']
+    const encoding = req.headers['content-encoding']
+    if (!handle || !c.leading() || typeof type !== 'string' || !JSON_TYPE.test(type) || (encoding !== undefined && encoding !== 'identity')) return false
     const chunks = []
     let size = 0
     req.on('data', (b) => {
       size += b.length
-      if (size <= 4096) chunks.push(b)
+      if (size <= MAX_BODY) chunks.push(b)
     })
     req.on('end', () => {
       try {
-        if (size > 4096) throw new PayloadTooLargeError('body over 4 KB')
+        if (size > MAX_BODY) throw new PayloadTooLargeError('request body over 1 MB')
         const raw = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)
         if (verifier) verifier.verify({ method: 'POST', path: req.url, headers: req.headers, rawBody: raw })
         let body

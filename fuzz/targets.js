@@ -122,6 +122,8 @@ async function controllerTarget ({ client, clusterToken, logger = silent }) {
     await fe.start()
     c.add(() => fe.close())
     const getAssignment = () => send(controllerUrl, { origin: 'control', method: 'GET', path: '/v1/assignment' })
+    // Joins are laid out in batches, the second after a fenced handoff: settled means no handoff nor batch pending.
+    if (!await controller.settled(15000)) throw new Error('the controller did not settle')
     const published = await pollUntil(async () => {
       const res = await getAssignment()
       if (res.status !== 200) return null

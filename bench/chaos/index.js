@@ -318,7 +318,7 @@ async function readSettings (cluster, opts) {
       ...pick(controllerDefaults, ['leaseMarginMs', 'leaseCheckMs', 'evictAfterFailures', 'requestTimeoutMs'])
     },
     frontend: pick(frontendDefaults, ['forwarder', 'holdMs', 'upstreamTimeoutMs', 'connections', 'pullIntervalMs']),
-    appServer: { consistency: health.consistency, heldReads: opts.heldReads || 'wait', ...pick(appServerDefaults, ['renewMs', 'holdMs', 'drainTimeoutMs', 'drainDeadlineMs', 'reregisterMs']) },
+    appServer: { consistency: health.consistency, heldReads: opts.heldReads || 'wait', ...pick(appServerDefaults, ['holdMs', 'drainTimeoutMs', 'drainDeadlineMs', 'reregisterMs']) },
     kvCache: pick(kvDefaults, ['cacheTtlMs', 'redisTimeoutMs', 'dynamoTimeoutMs'])
   }
 }
