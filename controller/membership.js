@@ -19,33 +19,44 @@ function installMembership (c) {
   const pending = { joins: new Set(), leaves: new Map(), urls: new Set(), since: 0 }
   let timer = null
   let lastFlush = -Infinity
+  const recent = [] // when each change of the last membershipBatchMaxMs came
   let lastCheck = null // when checkLeases last ran
   const lags = [] // { at, late }: how late each lease check ran, over the last largeLeaseMs
 
   c.batchPending = () => pending.since > 0
 
   function note () {
+    recent.push(c.leases.now())
     if (pending.since === 0) pending.since = c.leases.now()
     c.flushMembershipIfDue()
   }
 
   /**
-   * Lay the pending changes out now when they are a lone change: no batch in
-   * the last membershipBatchMaxMs and no handoff in progress (as before
-   * batching). In a storm (a batch went out recently) they wait until the
-   * oldest has waited membershipBatchMaxMs, or only membershipBatchMs when
-   * some server left (its slices must move soon), and go out as one layout
-   * change and one handoff, superseding a handoff still in progress.
+   * Lay the pending changes out now when no handoff is in progress and no
+   * batch went out within membershipBatchMs (as before batching: a lone
+   * change goes out at once); else at the grant (maybeGrant calls this) or
+   * when the oldest has waited membershipBatchMaxMs. In a storm (stormAt
+   * changes within membershipBatchMaxMs) they wait for that, or only for
+   * membershipBatchMs when some server left (its slices must move soon), and
+   * go out as one layout change and one handoff, superseding a handoff
+   * still in progress.
    */
   c.flushMembershipIfDue = function flushMembershipIfDue () {
     if (pending.since === 0 || !c.active) return
     const now = c.leases.now()
+    while (recent.length > 0 && recent[0] < now - c.opts.membershipBatchMaxMs) recent.shift()
+    const storm = recent.length >= c.opts.membershipStormAt
     const waited = now - pending.since
-    const lone = now - lastFlush >= c.opts.membershipBatchMaxMs
-    const due = pending.leaves.size > 0 ? c.opts.membershipBatchMs : c.opts.membershipBatchMaxMs
-    if ((lone && !c.target) || waited >= due) return flush()
+    const cooled = now - lastFlush >= c.opts.membershipBatchMs
+    let due = storm && pending.leaves.size === 0 ? c.opts.membershipBatchMaxMs : (storm ? c.opts.membershipBatchMs : c.opts.membershipBatchMaxMs)
+    // Joins in a storm wait for a handoff in progress to be granted (superseding
+    // it again and again, each time with more losers, would grant nothing),
+    // up to four windows.
+    if (storm && pending.leaves.size === 0 && c.target) due = 4 * c.opts.membershipBatchMaxMs
+    if ((!storm && !c.target && cooled) || waited >= due || (storm && !c.target && waited >= c.opts.membershipBatchMs && now - lastFlush >= c.opts.membershipBatchMaxMs)) return flush()
     if (timer) return
-    timer = setTimeout(() => { timer = null; c.flushMembershipIfDue() }, Math.max(1, Math.ceil(due - waited)))
+    const wait = !storm && !c.target ? lastFlush + c.opts.membershipBatchMs - now : due - waited
+    timer = setTimeout(() => { timer = null; c.flushMembershipIfDue() }, Math.max(1, Math.ceil(wait)))
     timer.unref()
   }
 
@@ -136,6 +147,8 @@ function installMembership (c) {
       // Left and back within one batch (a lapse, then a rejoin): nothing to lay out.
       pending.leaves.delete(id)
       c.pusher.addTarget(`server:${id}`, controlUrl)
+    } else if (pending.leaves.has(id)) {
+      pending.joins.add(id) // another process took the id: the old one leaves, this one joins
     } else if (layout && Object.hasOwn(layout.servers, id)) {
       pending.urls.add(id)
       c.pusher.addTarget(`server:${id}`, controlUrl)

@@ -40,15 +40,19 @@ const defaults = Object.freeze({
   largeClusterAt: 50,
   largeLeaseMs: undefined, // undefined = 2500 with the default leaseMs, else leaseMs (no change at scale)
   largeRenewMs: undefined, // undefined = largeLeaseMs / 2.5
-  // Membership changes (joins, leaves, drains, lapses) that arrive within this
-  // window become one layout change and one fenced handoff. While a handoff is
-  // in progress they wait for its grant, at most membershipBatchMaxMs in all.
+  // Membership changes (joins, leaves, drains, lapses) in batches
+  // (controller/membership.js): a change goes out at once when no handoff is
+  // in progress and no batch went out within membershipBatchMs; else with the
+  // grant, at most membershipBatchMaxMs after it came.
   membershipBatchMs: 50,
+  membershipBatchMaxMs: 500,
+  // A storm: this many membership changes within membershipBatchMaxMs. Its
+  // changes wait for the batch window rather than for each grant.
+  membershipStormAt: 16,
   // While no traffic was seen, a batch in a cluster of up to this many servers
   // re-lays the keyspace evenly; above it (or once traffic came) joiners take
   // their share from the servers holding most (controller/join-placement.js).
   pristineRelayUpTo: 64,
-  membershipBatchMaxMs: 500,
   // Pushes in flight at most (the rest queue; renewals are answered meanwhile)
   // and generations kept to send diffs from (older holders get the full map).
   pushConcurrency: 64,
@@ -102,7 +106,7 @@ function resolveOptions (options = {}) {
   if (typeof opts.quietBelow !== 'number' || !(opts.quietBelow >= 0 && opts.quietBelow <= 1)) throw new InvalidArgumentError('invalid quietBelow: expected a fraction of the period from 0 to 1')
   if (!['fenced', 'none'].includes(opts.handoff)) throw new InvalidArgumentError('invalid handoff: expected "fenced" or "none"')
   const loadMetric = validateLoadMetric(opts.loadMetric)
-  for (const k of ['leaseMs', 'leaseCheckMs', 'renewMs', 'largeClusterAt', 'largeLeaseMs', 'largeRenewMs', 'membershipBatchMs', 'membershipBatchMaxMs', 'pushConcurrency', 'pushHistory', 'pristineRelayUpTo']) {
+  for (const k of ['leaseMs', 'leaseCheckMs', 'renewMs', 'largeClusterAt', 'largeLeaseMs', 'largeRenewMs', 'membershipBatchMs', 'membershipBatchMaxMs', 'pushConcurrency', 'pushHistory', 'pristineRelayUpTo', 'membershipStormAt']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
   if (!Number.isInteger(opts.leaseMarginMs) || opts.leaseMarginMs < 0) throw new InvalidArgumentError('invalid leaseMarginMs: expected an integer >= 0')

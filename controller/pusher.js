@@ -86,7 +86,7 @@ class Pusher {
    * carries the diff (docs/control-plane.md, "Who gets a push"): front ends,
    * newcomers and every server the change touches are pushed at once.
    */
-  publish (assignment) {
+  publish (assignment, urgent = EMPTY_SET) {
     const prev = this.latest
     this.latest = assignment
     this.history.set(assignment.generation, assignment)
@@ -105,9 +105,24 @@ class Pusher {
     this.bodies.clear()
     const touched = step && this.targets.size >= this.selectiveAbove ? touchedBy(prev, step.value) : null
     if (touched) this.stats.selective++
+    // Who goes first when there are more than `concurrency`: the losers of a
+    // handoff (`urgent`: the grant waits for their acknowledgement), then
+    // diffs, then full maps (newcomers').
+    const diffs = []
+    const fulls = []
+    for (const key of urgent) if (this.targets.has(key)) this.#kick(key)
     for (const [key, t] of this.targets) {
+      if (urgent.has(key)) continue
       if (touched && key.startsWith('server:') && t.acked > 0 && !t.full && !touched.has(key.slice(7))) continue
-      this.#kick(key)
+      if (t.acked > 0 && !t.full) diffs.push(key)
+      else fulls.push(key)
+    }
+    for (const key of diffs) this.#kick(key)
+    for (const key of fulls) this.#kick(key)
+    if (urgent.size > 0 && this.queue.size > 0) {
+      // Queued earlier for an older generation: the urgent ones still go first.
+      const rest = [...this.queue].filter((k) => !urgent.has(k))
+      this.queue = new Set([...[...this.queue].filter((k) => urgent.has(k)), ...rest])
     }
   }
 
@@ -327,6 +342,7 @@ function touchedBy (base, diff) {
   return out
 }
 
+const EMPTY_SET = new Set()
 const COMMA = Buffer.from(',')
 const EMPTY = Buffer.alloc(0)
 const CLOSE = Buffer.from(']}')

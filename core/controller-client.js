@@ -17,6 +17,8 @@ function parseControllerUrls (value, name = 'controllerUrl') {
   return [...new Set(urls)]
 }
 
+const REGISTER_TIMEOUT_MS = 10000
+
 /** A call worth trying on another controller: no answer, or a standby's. */
 function tryElsewhere (err) {
   if (!err.response) return true
@@ -46,11 +48,11 @@ class ControllerClient {
     return this.urls[this.current]
   }
 
-  async #call (method, path, data) {
+  async #call (method, path, data, timeoutMs) {
     let lastErr
     for (let attempt = 0; attempt < this.urls.length; attempt++) {
       try {
-        return (await this.http.request(method, this.urls[this.current] + path, { body: data })).data
+        return (await this.http.request(method, this.urls[this.current] + path, { body: data, timeoutMs })).data
       } catch (err) {
         lastErr = err
         if (this.urls.length === 1 || !tryElsewhere(err)) throw err
@@ -64,7 +66,8 @@ class ControllerClient {
 
   /** `generation` is the member's current one, so a restarted controller numbers above it. */
   async registerServer ({ id, url, controlUrl, generation = 0 }) {
-    return this.#call('post', '/v1/servers', { id, url, controlUrl, generation })
+    // A join storm answers registrations late: waiting beats retrying, which only adds to the queue.
+    return this.#call('post', '/v1/servers', { id, url, controlUrl, generation }, REGISTER_TIMEOUT_MS)
   }
 
   /** Renew this server's lease, reporting the generations it holds and has drained. */

@@ -49,9 +49,10 @@ class JsonClient {
    * @param {{ body?: object|Buffer, query?: Record<string, string|number>, headers?: object, sign?: boolean }} [options]
    *   body: an object is sent as JSON; a Buffer (from `json()`) as it is, as JSON;
    *   headers: added (a gzip body's content-encoding, a map signature);
-   *   sign: false leaves the request unsigned (a body that signs itself: signMap)
+   *   sign: false leaves the request unsigned (a body that signs itself: signMap);
+   *   timeoutMs: this request's, instead of the client's
    */
-  async request (method, url, { body, query, headers: extra, sign = true } = {}) {
+  async request (method, url, { body, query, headers: extra, sign = true, timeoutMs = this.timeoutMs } = {}) {
     const target = new URL(url)
     if (query) for (const [k, v] of Object.entries(query)) target.searchParams.append(k, String(v))
     const payload = body === undefined ? undefined : (Buffer.isBuffer(body) ? body : json(body))
@@ -60,14 +61,14 @@ class JsonClient {
     if (extra) Object.assign(headers, extra)
     const upper = method.toUpperCase()
     if (this.#token !== undefined && sign) Object.assign(headers, signRequest({ token: this.#token, method: upper, path: target.pathname + target.search, body: payload }))
-    const signal = AbortSignal.timeout(this.timeoutMs)
+    const signal = AbortSignal.timeout(timeoutMs)
     let res
     let text
     try {
       res = await request(target, { method: upper, headers, body: payload, dispatcher: this.agent, signal })
       text = await res.body.text()
     } catch (err) {
-      if (signal.aborted) throw new TimeoutError(`${upper} ${target.origin}${target.pathname}: no answer within ${this.timeoutMs} ms`, { cause: err })
+      if (signal.aborted) throw new TimeoutError(`${upper} ${target.origin}${target.pathname}: no answer within ${timeoutMs} ms`, { cause: err })
       throw err
     }
     const response = { status: res.statusCode, headers: res.headers, data: parse(text) }

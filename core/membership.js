@@ -31,14 +31,19 @@ class Membership {
   }
 
   async start () {
+    // Retries back off (250 ms doubling to 5 s, with jitter): thousands of
+    // members retrying a busy controller in step would keep it busy.
+    let backoff = 250
     const body = await pollUntil(async () => {
       try {
         return await this.register()
       } catch (err) {
-        this.logger.warn({ err: err.message }, 'registration with the controller failed; retrying')
+        this.logger.warn({ err: err.message, retryInMs: backoff }, 'registration with the controller failed; retrying')
+        await new Promise((resolve) => setTimeout(resolve, backoff * (0.5 + Math.random() / 2)).unref())
+        backoff = Math.min(backoff * 2, 5000)
         return undefined
       }
-    }, { timeoutMs: this.registerTimeoutMs, intervalMs: 250, what: `registration of ${this.what}` })
+    }, { timeoutMs: this.registerTimeoutMs, intervalMs: 1, what: `registration of ${this.what}` })
     this.registered = true
     this.install(body)
     if (this.reregisterMs > 0) {

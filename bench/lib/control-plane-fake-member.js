@@ -20,7 +20,8 @@ const { setTimeout: delay } = require('node:timers/promises')
 const { performance } = require('node:perf_hooks')
 const { json } = require('../../core/json-client')
 
-const DEFAULT_RENEW_MS = 250 // appserver-lib's renewMs, until the controller chooses one
+const DEFAULT_RENEW_MS = 250
+const REGISTER_TIMEOUT_MS = 10000 // appserver-lib's (core/controller-client.js) // appserver-lib's renewMs, until the controller chooses one
 const RETRY_MS = 250 // core/membership.js's registration retry interval
 const PEEK = 200
 
@@ -123,6 +124,7 @@ class FakeMember {
   async #register (timeoutMs) {
     const deadline = performance.now() + timeoutMs
     const path = this.kind === 'server' ? '/v1/servers' : '/v1/frontends'
+    let backoff = RETRY_MS
     for (;;) {
       if (this.stopped) return
       const body = json(this.kind === 'server'
@@ -133,7 +135,8 @@ class FakeMember {
       c.bytesOut += body.length
       const sentAt = performance.now()
       try {
-        const res = await this.client.post(this.controllerUrl + path, body)
+        // As appserver-lib's ControllerClient: a registration waits 10 s for its answer.
+        const res = await this.client.post(this.controllerUrl + path, body, { timeoutMs: REGISTER_TIMEOUT_MS })
         c.ok++
         c.bytesIn += answerBytes(res)
         this.registered = true
@@ -150,7 +153,9 @@ class FakeMember {
           if (!this.registered) c.gaveUp++
           return
         }
-        await delay(RETRY_MS)
+        // As appserver-lib's Membership: retries back off, with jitter.
+        await delay(backoff * (0.5 + Math.random() / 2))
+        backoff = Math.min(backoff * 2, 5000)
       }
     }
   }
