@@ -1,0 +1,87 @@
+'use strict'
+
+/**
+ * What one lease renewal costs the controller, in CPU µs, beside what the
+ * same request costs a bare node:http server that answers a fixed body (the
+ * floor of Node's HTTP on this machine). A child process keeps `--members`
+ * keep-alive connections and sends `--rate` signed renewals a second for
+ * `--seconds`; the controller (in this process, `--members` members
+ * registered, leases long enough to need no other renewal) and the bare
+ * server are measured in turn, `--rounds` times, by process.cpuUsage().
+ *
+ *   node bench/renewal-cost.js [--members 1000] [--rate 2000] [--seconds 5] [--rounds 3]
+ *
+ * A script, not a test: it prints figures and asserts nothing.
+ */
+
+const http = require('node:http')
+const { fork } = require('node:child_process')
+const { parseArgs } = require('node:util')
+const { createController } = require('../controller')
+const { JsonClient } = require('../core/json-client')
+
+const TOKEN = 'renewal-cost-bench-token-0123456789'
+
+if (process.argv[2] === '--child') {
+  // The load: `rate` renewals a second spread over `members` ids, each its own connection.
+  const [url, members, rate, seconds] = process.argv.slice(3).map((x, i) => (i === 0 ? x : Number(x)))
+  const client = new JsonClient({ clusterToken: TOKEN, connections: 1, timeoutMs: 10000 })
+  const clients = Array.from({ length: members }, () => new JsonClient({ clusterToken: TOKEN, connections: 1, timeoutMs: 10000 }))
+  let sent = 0
+  let failed = 0
+  const t0 = Date.now()
+  const tick = setInterval(() => {
+    const due = Math.floor(((Date.now() - t0) / 1000) * rate)
+    while (sent < due) {
+      const i = sent % members
+      sent++
+      clients[i].post(`${url}/v1/servers/m${i}/lease`, { generation: 0, drainedGeneration: 0 }).catch(() => { failed++ })
+    }
+    if (Date.now() - t0 >= seconds * 1000) {
+      clearInterval(tick)
+      setTimeout(() => { process.send({ sent, failed }); client.destroy() }, 500)
+    }
+  }, 5)
+} else {
+  main().catch((err) => { console.error(err); process.exitCode = 1 })
+}
+
+async function main () {
+  const { values } = parseArgs({ options: { members: { type: 'string', default: '1000' }, rate: { type: 'string', default: '2000' }, seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' } } })
+  const [members, rate, seconds, rounds] = ['members', 'rate', 'seconds', 'rounds'].map((k) => Number(values[k]))
+  const controller = createController({ periodMs: 3600000, leaseMs: 3600000, largeLeaseMs: 3600000, startupFenceMs: 0, clusterToken: TOKEN })
+  await controller.start()
+  const reg = new JsonClient({ clusterToken: TOKEN, connections: 64, timeoutMs: 30000 })
+  const sink = http.createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"accepted":true,"generation":0,"drainedGeneration":0}') }) })
+  await new Promise((resolve) => sink.listen(0, '127.0.0.1', resolve))
+  const sinkUrl = `http://127.0.0.1:${sink.address().port}`
+  for (let i = 0; i < members; i += 256) {
+    await Promise.all(Array.from({ length: Math.min(256, members - i) }, (_, k) => reg.post(`${controller.url}/v1/servers`, { id: `m${i + k}`, url: `http://127.0.0.1:${20000 + i + k}`, controlUrl: sinkUrl, generation: 0 })))
+  }
+  await controller.settled(60000)
+  // The floor: a bare server answering a renewal-sized body.
+  const answer = Buffer.from(JSON.stringify({ lease: { leaseMs: 2500, renewMs: 1000, minGeneration: controller.stats().generation } }))
+  const bare = http.createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'content-type': 'application/json', 'content-length': answer.length }); res.end(answer) }) })
+  await new Promise((resolve) => bare.listen(0, '127.0.0.1', resolve))
+  const bareUrl = `http://127.0.0.1:${bare.address().port}`
+  const rows = { controller: [], bare: [] }
+  for (let r = 0; r < rounds; r++) {
+    for (const [name, url] of [['controller', controller.url], ['bare', bareUrl]]) {
+      const before = name === 'controller' ? controller.stats().renewals : 0
+      const c0 = process.cpuUsage()
+      const child = fork(__filename, ['--child', url, members, rate, seconds])
+      const { sent, failed } = await new Promise((resolve) => child.once('message', resolve))
+      const cpu = process.cpuUsage(c0)
+      child.kill()
+      const answered = name === 'controller' ? controller.stats().renewals - before : sent - failed
+      rows[name].push((cpu.user + cpu.system) / answered)
+      console.log(`${name}: ${sent} sent, ${failed} failed, ${answered} answered, ${((cpu.user + cpu.system) / answered).toFixed(1)} µs CPU each`)
+    }
+  }
+  const med = (xs) => xs.slice().sort((a, b) => a - b)[xs.length >> 1]
+  console.log(`\nmedian µs of CPU per renewal: controller ${med(rows.controller).toFixed(1)}, bare node:http ${med(rows.bare).toFixed(1)} (ratio ${(med(rows.controller) / med(rows.bare)).toFixed(2)}) at ${rate}/s over ${members} connections`)
+  await reg.destroy()
+  await controller.close()
+  bare.close()
+  sink.close()
+}
