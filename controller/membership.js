@@ -64,12 +64,7 @@ function installMembership (c) {
     const joins = [...pending.joins].filter((id) => c.servers.has(id) && !c.servers.get(id).draining)
     const leaves = [...pending.leaves]
     const urls = [...pending.urls]
-    pending.joins.clear()
-    pending.leaves.clear()
-    pending.urls.clear()
-    pending.since = 0
-    clearTimeout(timer)
-    timer = null
+    c.clearPending()
     if (joins.length + leaves.length + urls.length === 0) return // what was pending cancelled out
     lastFlush = c.leases.now()
     // A member that comes back (a lapse, then a rejoin) still holds its map: a diff from it, not the whole map.

@@ -187,10 +187,15 @@ class Pusher {
     return this.#fullRaw().length
   }
 
-  /** Push to `key` now whatever it holds (a renewal could not carry what it lacks). */
+  /**
+   * Push to `key` now whatever it holds (a renewal could not carry what it
+   * lacks, and its lease will not apply until it has it): ahead of the queue.
+   */
   want (key) {
     const t = this.targets.get(key)
-    if (t && !t.inflight && !t.timer) this.#kick(key)
+    if (!t || t.inflight || t.timer) return
+    if (this.inflight >= this.concurrency && !this.queue.has(key)) this.queue = new Set([key, ...this.queue])
+    else this.#kick(key)
   }
 
   /** The steps from `base` to the latest generation, oldest first; null when one is missing. */
@@ -245,7 +250,8 @@ class Pusher {
 
   async #send (key, t) {
     const assignment = this.latest
-    const b = this.bodyFor(t.full ? 0 : t.acked)
+    const base = t.full ? 0 : t.acked
+    const b = this.bodyFor(base)
     t.inflight = true
     this.inflight++
     this.stats.pushes++
@@ -272,7 +278,8 @@ class Pusher {
         // It does not hold the diff's base (restarted, or it took a push whose answer
         // we lost): a diff from the generation it names when we still have it, else the full map.
         const held = err.response.data.generation
-        if (Number.isSafeInteger(held) && held > 0 && this.history.has(held)) {
+        // (a refusal from the very base it was sent from would repeat forever: the full map then)
+        if (Number.isSafeInteger(held) && held > 0 && held !== base && this.history.has(held)) {
           t.acked = held
           t.full = false
         } else {

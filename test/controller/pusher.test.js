@@ -1,0 +1,126 @@
+'use strict'
+
+const http = require('node:http')
+const zlib = require('node:zlib')
+const { Pusher } = require('../../controller/pusher')
+const { resolveMap } = require('../../core/map-diff')
+const { pollUntil } = require('../../core/poll')
+const { KEYSPACE_SIZE } = require('../../core/keyspace')
+
+/** A member that applies what it is pushed (diffs, chains, gzipped maps) and records each push. */
+async function member () {
+  const m = { map: null, pushes: [], refuseDiffs: false }
+  m.server = http.createServer((req, res) => {
+    const chunks = []
+    req.on('data', (b) => chunks.push(b))
+    req.on('end', () => {
+      let raw = Buffer.concat(chunks)
+      if (req.headers['content-encoding'] === 'gzip') raw = zlib.gunzipSync(raw)
+      const body = JSON.parse(raw)
+      m.pushes.push({ kind: body.kind || 'full', steps: body.steps ? body.steps.length : 0, bytes: raw.length })
+      try {
+        if (m.refuseDiffs && body.kind === 'diff') throw Object.assign(new Error('base'), { code: 'CHOPPER_ERR_DIFF_BASE' })
+        m.map = resolveMap(m.map, body)
+      } catch (err) {
+        res.writeHead(409, { 'content-type': 'application/json' })
+        return res.end(JSON.stringify({ error: { code: err.code, message: err.message }, generation: m.map ? m.map.generation : 0 }))
+      }
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ accepted: true, generation: m.map.generation, drainedGeneration: m.map.generation }))
+    })
+  })
+  await new Promise((resolve) => m.server.listen(0, '127.0.0.1', resolve))
+  m.url = `http://127.0.0.1:${m.server.address().port}`
+  return m
+}
+
+const servers = { a: { url: 'http://127.0.0.1:1' }, b: { url: 'http://127.0.0.1:2' }, c: { url: 'http://127.0.0.1:3' } }
+const half = KEYSPACE_SIZE / 2
+const N = 200 // slices in the second half: a map much larger than a step
+/** Generation g: the first half's owner is `first`, the second half always c's, in N slices. */
+const map = (g, first) => ({
+  generation: g,
+  servers,
+  slices: [{ start: 0, end: half, servers: [first] }, ...Array.from({ length: N }, (_, i) => ({ start: half + Math.floor((i * half) / N), end: half + Math.floor(((i + 1) * half) / N), servers: ['c'] }))]
+})
+
+describe('Pusher', () => {
+  let pusher
+  const members = []
+  afterEach(async () => {
+    if (pusher) pusher.close()
+    for (const m of members.splice(0)) await new Promise((resolve) => m.server.close(resolve))
+  })
+
+  test('a newcomer gets the full map, then one step a generation; a holder of an older base gets the chain of steps', async () => {
+    pusher = new Pusher()
+    const m = await member()
+    members.push(m)
+    pusher.publish(map(1, 'a'))
+    pusher.addTarget('server:a', m.url)
+    await pollUntil(() => m.map && m.map.generation === 1, { timeoutMs: 5000, what: 'the full map' })
+    pusher.publish(map(2, 'b'))
+    await pollUntil(() => m.map.generation === 2, { timeoutMs: 5000, what: 'a step' })
+    expect(m.pushes.map((p) => p.kind)).toEqual(['full', 'diff'])
+    // Three generations while it is away: one chain of three steps brings it up to date.
+    const other = pusher.targets.get('server:a')
+    pusher.removeTarget('server:a')
+    for (const [g, first] of [[3, 'a'], [4, 'b'], [5, 'a']]) pusher.publish(map(g, first))
+    pusher.addTarget('server:a', m.url, other.acked)
+    await pollUntil(() => m.map.generation === 5, { timeoutMs: 5000, what: 'the chain' })
+    expect(m.pushes[2]).toMatchObject({ kind: 'diff', steps: 3 })
+    expect(m.map).toEqual(map(5, 'a'))
+  })
+
+  test('a target that refuses a diff (CHOPPER_ERR_DIFF_BASE) gets the full map next', async () => {
+    pusher = new Pusher()
+    const m = await member()
+    members.push(m)
+    pusher.publish(map(1, 'a'))
+    pusher.addTarget('frontend:f', m.url)
+    await pollUntil(() => m.map && m.map.generation === 1, { timeoutMs: 5000, what: 'the full map' })
+    m.refuseDiffs = true
+    pusher.publish(map(2, 'b'))
+    await pollUntil(() => m.map.generation === 2, { timeoutMs: 5000, what: 'the full map after the refusal' })
+    expect(m.pushes.map((p) => p.kind)).toEqual(['full', 'diff', 'full'])
+  })
+
+  test('with selectiveAbove targets, a generation reaches front ends and the servers it touches, not the others', async () => {
+    pusher = new Pusher({ selectiveAbove: 3 })
+    const [a, b, c, fe] = [await member(), await member(), await member(), await member()]
+    members.push(a, b, c, fe)
+    pusher.publish(map(1, 'a'))
+    pusher.addTarget('server:a', a.url)
+    pusher.addTarget('server:b', b.url)
+    pusher.addTarget('server:c', c.url)
+    pusher.addTarget('frontend:f', fe.url)
+    await pollUntil(() => [a, b, c, fe].every((m) => m.map && m.map.generation === 1), { timeoutMs: 5000, what: 'everyone holds 1' })
+    pusher.publish(map(2, 'b')) // the first half moves from a to b; c's half does not change
+    await pollUntil(() => [a, b, fe].every((m) => m.map.generation === 2), { timeoutMs: 5000, what: 'a, b and the front end hold 2' })
+    expect(c.map.generation).toBe(1)
+    expect(c.pushes).toHaveLength(1)
+    expect(pusher.stats.selective).toBe(1)
+    // c catches up by renewal; the pusher then counts it as holding 2.
+    pusher.noteHeld('server:c', 2)
+    expect(pusher.laggingCount()).toBe(0)
+    // One that its renewal could not bring up to date is pushed on demand.
+    pusher.publish(map(3, 'a'))
+    pusher.want('server:c')
+    await pollUntil(() => c.map.generation === 3, { timeoutMs: 5000, what: 'the push c wanted' })
+  })
+
+  test('full maps over gzipAbove are sent gzipped; each body is signed once for every target', async () => {
+    pusher = new Pusher({ gzipAbove: 10, clusterToken: 'pusher-test-token-0123456789' })
+    const [a, b] = [await member(), await member()]
+    members.push(a, b)
+    pusher.publish(map(1, 'a'))
+    const first = pusher.bodyFor(0)
+    expect(first.headers['content-encoding']).toBe('gzip')
+    expect(first.headers['x-chopper-map-signature']).toMatch(/^\d+\.[A-Za-z0-9_-]{43}$/)
+    expect(pusher.bodyFor(0)).toBe(first) // the same body, hashed and signed once
+    pusher.addTarget('server:a', a.url)
+    pusher.addTarget('server:b', b.url)
+    await pollUntil(() => a.map && b.map, { timeoutMs: 5000, what: 'both hold the map' })
+    expect(a.map).toEqual(map(1, 'a'))
+  })
+})
