@@ -34,6 +34,10 @@ function roundWaitMs (periodMs) {
  * A busy app server's control port (a saturated machine lags every event
  * loop by hundreds of ms) is thus not mistaken for an unreachable one.
  */
+const CHUNK = 128
+// A server that left while its round's requests were being made: no request, no report.
+const GONE = { settled: null, done: Promise.resolve() }
+
 class LoadCollector {
   /**
    * @param {{ timeoutMs?: number, waitMs?: number, clusterToken?: string }} [options]
@@ -69,11 +73,21 @@ class LoadCollector {
    */
   async collect (servers) {
     const ids = [...servers.keys()]
-    const calls = ids.map((id) => {
+    const calls = []
+    for (let i = 0; i < ids.length; i++) {
+      // Thousands of signed requests made in one go hold the event loop for
+      // most of a second, and renewals with it: a turn of the loop every CHUNK.
+      if (i > 0 && i % CHUNK === 0) await new Promise((resolve) => setImmediate(resolve))
+      const id = ids[i]
+      const server = servers.get(id)
+      if (!server) {
+        calls.push(GONE) // left while the requests were being made
+        continue
+      }
       let call = this.inFlight.get(id)
-      if (!call) this.inFlight.set(id, (call = this.#request(id, servers.get(id).controlUrl)))
-      return call
-    })
+      if (!call) this.inFlight.set(id, (call = this.#request(id, server.controlUrl)))
+      calls.push(call)
+    }
     const all = Promise.all(calls.map((c) => c.done))
     if (this.waitMs >= this.http.timeoutMs) {
       await all // every call settles within its timeout: no call is left slow
@@ -89,6 +103,7 @@ class LoadCollector {
     const costless = []
     calls.forEach((call, i) => {
       const id = ids[i]
+      if (call === GONE) return
       if (!call.settled) {
         slow.push(id) // still in flight: a later round takes its answer
         return

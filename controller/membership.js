@@ -7,12 +7,10 @@ const { LastServerError } = require('../core/errors')
 /**
  * Membership over the controller's shared state `c` (docs/control-plane.md,
  * "Batched membership"). Joins, leaves, drains, evictions and lapses change
- * the member tables at once, but the layout in batches: a change is laid out
- * at once when no handoff is in progress and no batch went out within
- * membershipBatchMs; the changes that arrive meanwhile wait for the grant
- * (at most membershipBatchMaxMs) or the window's end, and become one layout
- * change and one fenced handoff. A member that leaves and comes back within one
- * batch (a lapse, then a rejoin at the same URL) changes nothing.
+ * the member tables at once, but the layout in batches (flushMembershipIfDue
+ * below): each batch is one layout change and one fenced handoff. A member
+ * that leaves and comes back within one batch (a lapse, then a rejoin at the
+ * same URLs) changes nothing.
  * Installs its functions on `c`.
  */
 function installMembership (c) {
@@ -35,11 +33,11 @@ function installMembership (c) {
    * Lay the pending changes out now when no handoff is in progress and no
    * batch went out within membershipBatchMs (as before batching: a lone
    * change goes out at once); else at the grant (maybeGrant calls this) or
-   * when the oldest has waited membershipBatchMaxMs. In a storm (stormAt
-   * changes within membershipBatchMaxMs) they wait for that, or only for
-   * membershipBatchMs when some server left (its slices must move soon), and
-   * go out as one layout change and one handoff, superseding a handoff
-   * still in progress.
+   * when the oldest has waited membershipBatchMaxMs. In a storm
+   * (membershipStormAt changes within membershipBatchMaxMs) joins wait for
+   * the window and for the grant of a handoff in progress (at most four
+   * windows); a batch with a leave waits only membershipBatchMs (its slices
+   * must move soon) and supersedes a handoff in progress.
    */
   c.flushMembershipIfDue = function flushMembershipIfDue () {
     if (pending.since === 0 || !c.active) return
