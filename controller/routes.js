@@ -105,9 +105,10 @@ function createRoutes (c) {
   app.use(notFound(), jsonErrorHandler(c.log))
 
   /**
-   * `[fields, map]` for an answer that brings a member at `generation` up to
-   * the published map: a diff when it holds a generation still in the
-   * history, else the full map when it is at most `maxFull` bytes.
+   * What an answer carries to bring a caller at `generation` up to the
+   * published map: `{ key, raw }` of a diff (or chain) when it holds a
+   * generation still in the history, else of the full map; null when it is
+   * not behind, or when that is over `maxBytes` (a push brings it instead).
    */
   function mapFor (generation, maxBytes) {
     if (!c.published || generation >= c.published.generation) return null
