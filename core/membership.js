@@ -5,9 +5,9 @@ const { silent } = require('./logger')
 
 /**
  * A member's life with the controller, shared by app servers and front ends:
- * register (retrying until a deadline, since the controller may start after
- * us), re-register periodically (idempotent; a restarted controller relearns
- * its members), and deregister on close.
+ * register (retrying with backoff until a deadline, since the controller may
+ * start after us), re-register periodically when `needed` (idempotent; a
+ * restarted controller relearns its members), and deregister on close.
  */
 class Membership {
   /**
@@ -18,8 +18,6 @@ class Membership {
    * @param {number} options.registerTimeoutMs deadline for the first registration
    * @param {number} options.reregisterMs period of re-registration; 0 disables
    * @param {string} options.what names the member in errors
-   */
-  /**
    * @param {() => boolean} [options.needed] whether a periodic re-registration is worth making now
    *   (app servers: only while renewals fail, since a renewal answered proves the controller knows us)
    */
