@@ -238,6 +238,7 @@ describe('the authenticated control plane (CHOPPER_CLUSTER_TOKEN)', () => {
     await pollUntil(() => !controller.status().servers['app-1'], { what: 'app-1 deregistered' })
     const next = await startServer('app-1')
     expect(next.urls.url).not.toBe(real.urls.url)
+    expect(await controller.settled(10000)).toBe(true) // its join is laid out in the next membership batch
     await pollUntil(synced, { what: 'the new app-1 holds the map' })
     expect(controller.status().servers['app-1'].url).toBe(next.urls.url)
     expect(controller.published.servers['app-1'].url).toBe(next.urls.url)
