@@ -28,6 +28,8 @@
  * Every call to the controller is signed (a 32-character cluster token).
  *
  * Writes bench/results/control-plane.{json,md,svg}. A script, not a test.
+ * With CHOPPER_CONTROLLER_PROF=<dir> the controller's process writes a V8
+ * CPU profile there (--cpu-prof), to see where its time went.
  */
 const fs = require('node:fs')
 const os = require('node:os')
