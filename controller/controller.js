@@ -131,7 +131,7 @@ function createController (options = {}) {
     clearTimeout(c.timer)
     clearInterval(leaseTimer)
     clearTimeout(c.deferTimer)
-    c.stopMembership()
+    c.clearPending()
     c.timer = null
     c.pusher.close()
     c.events.close() // open streams would keep server.close() waiting

@@ -43,6 +43,11 @@ class HandoffTracker {
     return out
   }
 
+  /** Ids of the servers still owing an acknowledgement. */
+  ids () {
+    return this.waiting.keys()
+  }
+
   get idle () {
     return this.waiting.size === 0
   }

@@ -45,7 +45,7 @@ function installHandoff (c) {
     if (c.published && c.published.generation >= a.generation) return
     c.published = c.store ? { ...a, epoch: c.epoch } : a
     // The losers of a handoff in progress first: the grant waits for them.
-    c.pusher.publish(c.published, c.handoff.idle ? undefined : new Set([...c.handoff.waiting.keys()].map((id) => `server:${id}`)))
+    c.pusher.publish(c.published, c.handoff.idle ? undefined : new Set([...c.handoff.ids()].map((id) => `server:${id}`)))
   }
 
   /**

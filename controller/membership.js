@@ -247,11 +247,7 @@ function installMembership (c) {
     return true
   }
 
-  c.stopMembership = function stopMembership () {
-    clearTimeout(timer)
-    timer = null
-  }
-
+  /** Forget pending changes and their timer (a batch taken, a step-down, a takeover, a shutdown). */
   c.clearPending = function clearPending () {
     pending.joins.clear()
     pending.leaves.clear()

@@ -119,11 +119,15 @@ class Pusher {
     }
     for (const key of diffs) this.#kick(key)
     for (const key of fulls) this.#kick(key)
-    if (urgent.size > 0 && this.queue.size > 0) {
-      // Queued earlier for an older generation: the urgent ones still go first.
-      const rest = [...this.queue].filter((k) => !urgent.has(k))
-      this.queue = new Set([...[...this.queue].filter((k) => urgent.has(k)), ...rest])
-    }
+    // Queued earlier for an older generation: the urgent ones still go first.
+    this.#toFront(urgent)
+  }
+
+  /** Move the queued ones of `keys` to the front of the queue. */
+  #toFront (keys) {
+    if (keys.size === 0 || this.queue.size === 0) return
+    const first = [...keys].filter((k) => this.queue.has(k))
+    if (first.length > 0) this.queue = new Set([...first, ...this.queue])
   }
 
   /**
@@ -141,7 +145,7 @@ class Pusher {
     let from = base > 0 && base < latest.generation && this.history.has(base) ? base : 0
     let chain = from ? this.#chain(from) : null
     // A chain longer than the map itself (a holder far behind a busy spell): the map.
-    if (chain && chain.reduce((n, step) => n + step.raw.length, 0) > this.#fullSize()) chain = null
+    if (chain && chain.reduce((n, step) => n + step.raw.length, 0) > this.#fullRaw().length) chain = null
     if (!chain) from = 0
     let b = this.bodies.get(from)
     const now = Date.now()
@@ -183,10 +187,6 @@ class Pusher {
     return this.full.raw
   }
 
-  #fullSize () {
-    return this.#fullRaw().length
-  }
-
   /**
    * Push to `key` now whatever it holds (a renewal could not carry what it
    * lacks, and its lease will not apply until it has it): ahead of the queue.
@@ -194,8 +194,8 @@ class Pusher {
   want (key) {
     const t = this.targets.get(key)
     if (!t || t.inflight || t.timer) return
-    if (this.inflight >= this.concurrency && !this.queue.has(key)) this.queue = new Set([key, ...this.queue])
-    else this.#kick(key)
+    this.#kick(key) // sends now, or queues it
+    this.#toFront(new Set([key]))
   }
 
   /** The steps from `base` to the latest generation, oldest first; null when one is missing. */
@@ -335,15 +335,10 @@ function touchedBy (base, diff) {
   }
   const old = base.slices
   let i = 0
+  // Splices are sorted and start at slice boundaries of `base`: one walk over both.
   for (const sp of diff.splices) {
-    let lo = i
-    let hi = old.length - 1
-    while (lo < hi) { // the first slice ending after sp.start
-      const mid = (lo + hi) >>> 1
-      if (old[mid].end <= sp.start) lo = mid + 1
-      else hi = mid
-    }
-    for (i = lo; i < old.length && old[i].start < sp.end; i++) add(old[i])
+    while (old[i].end <= sp.start) i++
+    for (; i < old.length && old[i].start < sp.end; i++) add(old[i])
     for (const s of sp.slices) add(s)
   }
   return out

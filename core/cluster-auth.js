@@ -87,9 +87,12 @@ function signRequest ({ token, method, path, body, now = Date.now(), nonce = cry
  */
 function signMap ({ token, bodyHash, now = Date.now() }) {
   const ts = String(Math.floor(now))
-  const h = crypto.createHmac('sha256', token)
-  h.update(`map\n${ts}\n${bodyHash}`)
-  return `${ts}.${h.digest('base64url')}`
+  return `${ts}.${mapMac(token, ts, bodyHash).toString('base64url')}`
+}
+
+/** The MAC of a signed map: over its timestamp and its body's hash, not the request. */
+function mapMac (token, timestamp, bodyHash) {
+  return crypto.createHmac('sha256', token).update(`map\n${timestamp}\n${bodyHash}`).digest()
 }
 
 /** Hex SHA-256 of a body, as signMap takes it. */
@@ -171,22 +174,19 @@ class RequestVerifier {
    * @param {{ headers: object, rawBody?: Buffer }} request
    */
   verifyMap ({ headers, rawBody }) {
+    const forbid = (message) => {
+      this.stats.forbidden++
+      return new ForbiddenError(message)
+    }
     const value = headers[MAP_HEADER]
     const m = typeof value === 'string' ? MAP_SIGNATURE.exec(value) : null
-    if (!m) {
-      this.stats.forbidden++
-      throw new ForbiddenError('malformed X-Chopper-Map-Signature: expected <ms>.<HMAC-SHA256 in base64url>')
-    }
+    if (!m) throw forbid('malformed X-Chopper-Map-Signature: expected <ms>.<HMAC-SHA256 in base64url>')
     const now = this.now()
     if (Math.abs(now - Number(m[1])) > this.maxSkewMs) {
-      this.stats.forbidden++
-      throw new ForbiddenError(`stale or future map signature: ${Math.round((now - Number(m[1])) / 1000)} s from this clock, outside ±${this.maxSkewMs / 1000} s`)
+      throw forbid(`stale or future map signature: ${Math.round((now - Number(m[1])) / 1000)} s from this clock, outside ±${this.maxSkewMs / 1000} s`)
     }
-    const h = crypto.createHmac('sha256', this.#token)
-    h.update(`map\n${m[1]}\n${hashBody(rawBody)}`)
-    if (!crypto.timingSafeEqual(h.digest(), Buffer.from(m[2], 'base64url'))) {
-      this.stats.forbidden++
-      throw new ForbiddenError('bad map signature: not signed with this cluster\'s token, or the body changed on the way')
+    if (!crypto.timingSafeEqual(mapMac(this.#token, m[1], hashBody(rawBody)), Buffer.from(m[2], 'base64url'))) {
+      throw forbid('bad map signature: not signed with this cluster\'s token, or the body changed on the way')
     }
     this.stats.accepted++
   }
