@@ -36,6 +36,9 @@ const defaults = Object.freeze({
   // admission; a controller outage longer than a lease stops this server).
   // 'available': keep serving the last map without a controller. See docs/ownership.md.
   consistency: 'available',
+  // Renew over one long-lived connection to the controller (a lease stream,
+  // docs/control-plane.md) rather than one HTTP call per renewal.
+  leaseStream: true,
   renewMs: undefined, // lease renewal period; undefined: the one the controller's grants name (250 ms in small clusters, longer in large ones)
   holdMs: 2000, // a request for a slice in handoff waits this long for the grant
   drainTimeoutMs: 1000, // a revoke push waits this long for in-flight requests before answering
@@ -76,6 +79,7 @@ function createAppServer (options) {
   if (opts.admitJoining !== null && typeof opts.admitJoining !== 'function') throw new InvalidArgumentError('invalid admitJoining: expected a function (req) => boolean, or null')
   if (!COST_MODES.includes(opts.cost)) throw new InvalidArgumentError(`invalid cost: expected one of ${COST_MODES.join(', ')}, got ${JSON.stringify(opts.cost)}`)
   if (typeof opts.requestShapes !== 'boolean') throw new InvalidArgumentError('invalid requestShapes: expected a boolean')
+  if (typeof opts.leaseStream !== 'boolean') throw new InvalidArgumentError('invalid leaseStream: expected a boolean')
   if (controllerUrl !== undefined) parseControllerUrls(controllerUrl) // throws naming the option
   const log = logger.child({ component: 'appserver', serverId: id })
   const clusterToken = validateToken(opts.clusterToken)
@@ -105,7 +109,7 @@ function createAppServer (options) {
   const dataServer = http.createServer(opts.requestShapes ? shapes : {}, data)
   const verifier = clusterToken === undefined ? null : new RequestVerifier({ token: clusterToken })
   const controlServer = http.createServer(createControlApp({ guard, registry, drainTimeoutMs: opts.drainTimeoutMs, verifier, logger: log }))
-  const client = controllerUrl ? new ControllerClient({ controllerUrl, clusterToken }) : null
+  const client = controllerUrl ? new ControllerClient({ controllerUrl, clusterToken, leaseStream: opts.leaseStream }) : null
   let urls = null
   let membership = null
   let leases = null

@@ -127,8 +127,10 @@ export interface AppServerOptions {
   cost?: CostMode
   /** Default 'available'. */
   consistency?: Consistency
-  /** Lease renewal period in ms (integer >= 1). Default 250. */
+  /** Lease renewal period in ms (integer >= 1). Default: the period the controller's grants name. */
   renewMs?: number
+  /** Renew over one long-lived connection (a lease stream) rather than one HTTP call each. Default true. */
+  leaseStream?: boolean
   /** How long a request for a slice in handoff waits for its grant, in ms (integer >= 0). Default 2000. */
   holdMs?: number
   /** How long a revoke push waits for in-flight requests before answering, in ms (integer >= 1). Default 1000. */
@@ -228,6 +230,7 @@ export const defaults: Readonly<{
   cost: CostMode
   consistency: Consistency
   renewMs: number | undefined
+  leaseStream: boolean
   holdMs: number
   drainTimeoutMs: number
   drainDeadlineMs: number

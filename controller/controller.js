@@ -135,9 +135,13 @@ function createController (options = {}) {
     c.timer = null
     c.pusher.close()
     c.events.close() // open streams would keep server.close() waiting
+    c.streams.close() // lease streams too
   }
 
-  const server = http.createServer(createRoutes(c))
+  const routes = createRoutes(c)
+  const server = http.createServer(routes.listener)
+  server.on('upgrade', routes.streams.upgrade)
+  c.streams = routes.streams
   let leaseTimer = null
   return {
     async start () {

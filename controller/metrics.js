@@ -29,6 +29,7 @@ function createControllerMetrics (c) {
   gauge('chopper_controller_push_failures', 'Failed assignment pushes (retried)', () => c.pusher.stats.failures)
   gauge('chopper_controller_push_bytes', 'Bytes of assignment pushes sent (diffs and full maps)', () => c.pusher.stats.bytes)
   gauge('chopper_controller_renewals', 'Lease renewals answered', () => c.counts.renewals)
+  gauge('chopper_controller_lease_streams', 'Open lease streams (members renewing over one connection)', () => (c.streams ? c.streams.size : 0))
   gauge('chopper_controller_servers', 'Registered app servers', () => c.servers.size)
   gauge('chopper_controller_leader', '1 while this controller leads', () => (c.leading() ? 1 : 0))
   gauge('chopper_controller_epoch', 'Epoch of the leader lease this controller holds (0: none)', () => (c.leading() ? c.epoch : 0))

@@ -57,7 +57,8 @@ function installStatus (c) {
       leaseMs: c.opts.leaseMs,
       frontends: Object.fromEntries([...c.frontends].map(([id, f]) => [id, { controlUrl: f.controlUrl, push: pushState(`frontend:${id}`) }])),
       pushes: { ...c.pusher.stats, lagging: [...lagging.values()] },
-      renewals: c.counts.renewals
+      renewals: c.counts.renewals,
+      leaseStreams: c.streams ? c.streams.size : 0
     }
   }
 
@@ -92,6 +93,7 @@ function installStatus (c) {
       evictions: c.counts.evictions,
       registrations: c.counts.registrations,
       renewals: c.counts.renewals,
+      streams: { open: c.streams ? c.streams.size : 0, ...c.counts.streams },
       batches: c.counts.batches,
       generations: { ...c.counts.generations },
       pushes: { messages: ps.pushes, bytes: ps.bytes, full: ps.full, diffs: ps.diffs, fullBytes: ps.fullBytes, diffBytes: ps.diffBytes, failures: ps.failures, queued: c.pusher.queue.size },

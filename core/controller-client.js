@@ -2,6 +2,7 @@
 
 const { InvalidArgumentError } = require('./errors')
 const { JsonClient } = require('./json-client')
+const { LeaseStream } = require('./lease-stream')
 
 /**
  * Controller URLs from an option: one URL, a comma-separated list, or an
@@ -36,11 +37,22 @@ function tryElsewhere (err) {
  * that is one of ours) or else to the next controller in the list.
  */
 class ControllerClient {
-  constructor ({ controllerUrl, timeoutMs = 2000, clusterToken }) {
+  #token
+
+  /**
+   * @param {{ controllerUrl: string|string[], timeoutMs?: number, clusterToken?: string, leaseStream?: boolean }} options
+   *   leaseStream: renew over a lease stream (core/lease-stream.js, the default) rather than one HTTP call each
+   */
+  constructor ({ controllerUrl, timeoutMs = 2000, clusterToken, leaseStream = true }) {
+    if (typeof leaseStream !== 'boolean') throw new InvalidArgumentError('invalid leaseStream: expected a boolean')
     this.urls = parseControllerUrls(controllerUrl)
     this.current = 0
+    this.timeoutMs = timeoutMs
+    this.#token = clusterToken
     // Every call is signed with the cluster token when there is one (docs/security.md).
     this.http = new JsonClient({ timeoutMs, clusterToken })
+    this.leaseStream = leaseStream
+    this.stream = null
   }
 
   /** The controller calls go to now. */
@@ -56,12 +68,17 @@ class ControllerClient {
       } catch (err) {
         lastErr = err
         if (this.urls.length === 1 || !tryElsewhere(err)) throw err
-        const hint = err.response && err.response.headers['x-chopper-leader']
-        const at = hint ? this.urls.indexOf(hint) : -1
-        this.current = at >= 0 && at !== this.current ? at : (this.current + 1) % this.urls.length
+        this.#next(err)
       }
     }
     throw lastErr
+  }
+
+  /** Calls go on to the leader a standby named (X-Chopper-Leader, when one of ours), else the next controller. */
+  #next (err) {
+    const hint = err.response && err.response.headers['x-chopper-leader']
+    const at = hint ? this.urls.indexOf(hint) : -1
+    this.current = at >= 0 && at !== this.current ? at : (this.current + 1) % this.urls.length
   }
 
   /** `generation` is the member's current one, so a restarted controller numbers above it. */
@@ -70,9 +87,45 @@ class ControllerClient {
     return this.#call('post', '/v1/servers', { id, url, controlUrl, generation }, REGISTER_TIMEOUT_MS)
   }
 
-  /** Renew this server's lease, reporting the generations it holds and has drained. */
-  async renewLease (id, { generation, drainedGeneration }) {
-    return this.#call('post', `/v1/servers/${encodeURIComponent(id)}/lease`, { generation, drainedGeneration })
+  /**
+   * Renew this server's lease, reporting the generations it holds and has
+   * drained: over the lease stream to the controller calls go to, else (or
+   * when that controller has no streams) by `POST /v1/servers/:id/lease`.
+   */
+  async renewLease (id, report) {
+    const { generation, drainedGeneration } = report
+    if (!this.leaseStream) return this.#call('post', `/v1/servers/${encodeURIComponent(id)}/lease`, { generation, drainedGeneration })
+    let lastErr
+    for (let attempt = 0; attempt < this.urls.length; attempt++) {
+      try {
+        return await this.#streamTo(id).renew({ generation, drainedGeneration })
+      } catch (err) {
+        lastErr = err
+        const code = err.response && err.response.data && err.response.data.error && err.response.data.error.code
+        if (err.response && err.response.status === 404 && code === 'CHOPPER_ERR_NOT_FOUND') {
+          // A controller without lease streams: renew over HTTP from now on.
+          this.leaseStream = false
+          this.#closeStream()
+          return this.renewLease(id, report)
+        }
+        if (this.urls.length === 1 || !tryElsewhere(err)) throw err
+        this.#next(err)
+      }
+    }
+    throw lastErr
+  }
+
+  /** The lease stream to the controller calls go to now (a new one when that changed). */
+  #streamTo (id) {
+    if (this.stream && this.stream.url === this.url && this.stream.id === id) return this.stream
+    this.#closeStream()
+    this.stream = new LeaseStream({ url: this.url, id, clusterToken: this.#token, timeoutMs: this.timeoutMs })
+    return this.stream
+  }
+
+  #closeStream () {
+    if (this.stream) this.stream.close()
+    this.stream = null
   }
 
   /** Ask for this server's slices to be handed to others (graceful drain). */
@@ -99,6 +152,7 @@ class ControllerClient {
 
   /** Close the pool now (its member is closing): calls in flight reject. */
   async close () {
+    this.#closeStream()
     await this.http.destroy()
   }
 }

@@ -45,6 +45,8 @@ const TABLE = {
   ForbiddenError: ['CHOPPER_ERR_FORBIDDEN', 403],
   ReplayCacheFullError: ['CHOPPER_ERR_REPLAY_CACHE_FULL', 503],
   MemberConflictError: ['CHOPPER_ERR_ID_IN_USE', 409],
+  // a lease stream (core/lease-stream-protocol.js) broke: a bad frame, or closed with renewals in flight
+  LeaseStreamError: ['CHOPPER_ERR_LEASE_STREAM', 502],
   InternalError: ['CHOPPER_ERR_INTERNAL', 500]
 }
 

@@ -1,0 +1,106 @@
+'use strict'
+
+const crypto = require('node:crypto')
+const { LeaseStreamError } = require('./errors')
+
+/**
+ * The lease stream's wire format (docs/control-plane.md, "Lease streams").
+ *
+ * A member opens it with one signed HTTP/1.1 request,
+ * `GET /v1/servers/:id/lease-stream` with `Upgrade: chopper-lease/1`; the
+ * controller answers `101 Switching Protocols` and a nonce of its own. From
+ * then on each side writes frames, one per line: the JSON of a message, and
+ * with a cluster token a tab and its MAC. JSON text holds no raw tab or
+ * newline, so a line is a frame.
+ *
+ * The MAC is HMAC-SHA256 under a key of this connection alone,
+ * HMAC(token, "lease-stream", id, the request's nonce, the controller's
+ * nonce), over a direction byte ("m" member to controller, "c" back) and the
+ * JSON. The upgrade is verified as any signed call (clock window, nonce never
+ * seen), so a captured stream cannot be replayed on another connection; the
+ * member's `seq` must rise, and the member takes an answer only for a seq it
+ * is waiting on, so no frame is taken twice within one.
+ */
+
+const PROTOCOL = 'chopper-lease/1'
+const STREAM_NONCE_HEADER = 'x-chopper-stream-nonce'
+const MAX_FRAME = 64 * 1024 // a member's frame is ~60 bytes; an answer carries at most routes' INLINE_MAP_BYTES
+const TAB = 9
+const NL = 10
+const NONCE = /^[A-Za-z0-9_-]{16,64}$/
+
+/** The per-connection MAC key; null without a token. */
+function streamKey (token, id, memberNonce, controllerNonce) {
+  if (token === undefined) return null
+  return crypto.createHmac('sha256', token).update(`lease-stream\n${id}\n${memberNonce}\n${controllerNonce}`).digest()
+}
+
+function frameMac (key, direction, json) {
+  return crypto.createHmac('sha256', key).update(direction).update(json).digest()
+}
+
+/**
+ * One frame's bytes: `json` (a string or Buffer of JSON) and, with a key, its MAC.
+ * @param {Buffer|null} key
+ * @param {'m'|'c'} direction
+ */
+function encodeFrame (key, direction, json) {
+  const body = typeof json === 'string' ? Buffer.from(json, 'utf8') : json
+  if (!key) return Buffer.concat([body, Buffer.from('\n')])
+  const mac = frameMac(key, direction, body).toString('base64url')
+  return Buffer.concat([body, Buffer.from(`\t${mac}\n`)])
+}
+
+/**
+ * Splits a byte stream into frames and checks their MACs. `push(chunk)`
+ * returns the messages the chunk completed, parsed; it throws
+ * LeaseStreamError on an oversized, unparsable or unauthenticated frame,
+ * after which the connection is not to be trusted (the caller closes it).
+ */
+class FrameReader {
+  /** @param {{ key: Buffer|null, direction: 'm'|'c' }} options the direction of the frames read */
+  constructor ({ key, direction }) {
+    this.key = key
+    this.direction = direction
+    this.pending = null
+  }
+
+  push (chunk) {
+    let buf = this.pending ? Buffer.concat([this.pending, chunk]) : chunk
+    const out = []
+    let nl
+    while ((nl = buf.indexOf(NL)) >= 0) {
+      out.push(this.#frame(buf.subarray(0, nl)))
+      buf = buf.subarray(nl + 1)
+    }
+    if (buf.length > MAX_FRAME) throw new LeaseStreamError(`lease stream frame over ${MAX_FRAME} bytes`)
+    this.pending = buf.length > 0 ? Buffer.from(buf) : null
+    return out
+  }
+
+  #frame (line) {
+    let json = line
+    if (this.key) {
+      const tab = line.lastIndexOf(TAB)
+      if (tab < 0) throw new LeaseStreamError('lease stream frame without a MAC')
+      json = line.subarray(0, tab)
+      const mac = Buffer.from(line.subarray(tab + 1).toString('latin1'), 'base64url')
+      const expected = frameMac(this.key, this.direction, json)
+      if (mac.length !== expected.length || !crypto.timingSafeEqual(mac, expected)) throw new LeaseStreamError('lease stream frame with a bad MAC')
+    }
+    try {
+      const msg = JSON.parse(json.toString('utf8'))
+      if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) throw new Error('not an object')
+      return msg
+    } catch (err) {
+      throw new LeaseStreamError(`lease stream frame is not a JSON object: ${err.message}`)
+    }
+  }
+}
+
+/** A fresh controller nonce for the 101 answer. */
+function newStreamNonce () {
+  return crypto.randomBytes(18).toString('base64url')
+}
+
+module.exports = { PROTOCOL, STREAM_NONCE_HEADER, MAX_FRAME, NONCE, streamKey, encodeFrame, FrameReader, newStreamNonce }

@@ -1,0 +1,160 @@
+'use strict'
+
+const http = require('node:http')
+const https = require('node:https')
+const { PeerStatusError, TimeoutError, LeaseStreamError } = require('./errors')
+const { signRequest, HEADERS } = require('./cluster-auth')
+const { PROTOCOL, STREAM_NONCE_HEADER, NONCE, streamKey, encodeFrame, FrameReader } = require('./lease-stream-protocol')
+
+/**
+ * A member's end of its lease stream (core/lease-stream-protocol.js): one
+ * long-lived connection to one controller over which `renew(report)` sends
+ * a renewal and resolves the controller's answer, as
+ * `POST /v1/servers/:id/lease` would. It connects on first use and again
+ * after the connection broke.
+ *
+ * Failures reject as the HTTP call's do, so callers treat both alike:
+ *  - an error answer (a refused upgrade, or an error frame) rejects with
+ *    PeerStatusError whose `response` is `{ status, headers, data }`
+ *    (a standby's names the leader in `headers['x-chopper-leader']`);
+ *  - no answer within `timeoutMs` rejects with TimeoutError; two in a row
+ *    close the connection, which may be stuck, and the next renewal reconnects;
+ *  - a broken connection rejects what is in flight with LeaseStreamError.
+ */
+class LeaseStream {
+  #token
+
+  /** @param {{ url: string, id: string, clusterToken?: string, timeoutMs: number }} options url: the controller's */
+  constructor ({ url, id, clusterToken, timeoutMs }) {
+    this.url = url
+    this.id = id
+    this.#token = clusterToken
+    this.timeoutMs = timeoutMs
+    this.path = `/v1/servers/${encodeURIComponent(id)}/lease-stream`
+    this.socket = null
+    this.connecting = null
+    this.key = null
+    this.seq = 0
+    this.pending = new Map() // seq -> { resolve, reject, timer }
+    this.timeouts = 0
+    this.closed = false
+    this.stats = { connects: 0, renewals: 0, timeouts: 0, breaks: 0 }
+  }
+
+  /** One renewal: `{ generation, drainedGeneration }`; resolves the answer (lease, and a map or diff). */
+  async renew (report) {
+    const socket = this.socket || await this.#connect()
+    const seq = ++this.seq
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(seq)
+        this.stats.timeouts++
+        if (++this.timeouts >= 2) this.#drop(new LeaseStreamError('lease stream unanswered twice: reconnecting'))
+        reject(new TimeoutError(`lease renewal over ${this.url}${this.path}: no answer within ${this.timeoutMs} ms`))
+      }, this.timeoutMs)
+      this.pending.set(seq, { resolve, reject, timer })
+      this.stats.renewals++
+      socket.write(encodeFrame(this.key, 'm', JSON.stringify({ seq, generation: report.generation, drainedGeneration: report.drainedGeneration })))
+    })
+  }
+
+  #connect () {
+    if (this.closed) return Promise.reject(new LeaseStreamError('lease stream closed'))
+    if (this.connecting) return this.connecting
+    this.connecting = new Promise((resolve, reject) => {
+      const target = new URL(this.url + this.path)
+      const headers = { connection: 'Upgrade', upgrade: PROTOCOL }
+      if (this.#token !== undefined) Object.assign(headers, signRequest({ token: this.#token, method: 'GET', path: this.path }))
+      const req = (target.protocol === 'https:' ? https : http).request(target, { method: 'GET', headers, agent: false })
+      const timer = setTimeout(() => req.destroy(new TimeoutError(`lease stream to ${this.url}: no answer to the upgrade within ${this.timeoutMs} ms`)), this.timeoutMs)
+      req.on('error', (err) => {
+        clearTimeout(timer)
+        reject(err)
+      })
+      req.on('response', (res) => {
+        // Refused: read the JSON error, as an HTTP call's.
+        const chunks = []
+        res.on('data', (b) => chunks.push(b))
+        res.on('error', () => {})
+        res.on('end', () => {
+          clearTimeout(timer)
+          let data
+          try { data = JSON.parse(Buffer.concat(chunks).toString('utf8')) } catch { data = undefined }
+          const code = data && data.error && data.error.code
+          const err = new PeerStatusError(`GET ${this.url}${this.path}: HTTP ${res.statusCode}${code ? ` ${code}` : ''}`)
+          err.response = { status: res.statusCode, headers: res.headers, data }
+          reject(err)
+        })
+      })
+      req.on('upgrade', (res, socket, head) => {
+        clearTimeout(timer)
+        const nonce = res.headers[STREAM_NONCE_HEADER]
+        if (this.#token !== undefined && (typeof nonce !== 'string' || !NONCE.test(nonce))) {
+          socket.destroy()
+          return reject(new LeaseStreamError('lease stream upgrade without a valid controller nonce'))
+        }
+        this.key = streamKey(this.#token, this.id, headers[HEADERS.nonce], nonce)
+        this.#attach(socket, head)
+        resolve(socket)
+      })
+      req.end()
+    }).finally(() => { this.connecting = null })
+    return this.connecting
+  }
+
+  #attach (socket, head) {
+    this.stats.connects++
+    this.socket = socket
+    this.timeouts = 0
+    socket.setNoDelay(true)
+    const reader = new FrameReader({ key: this.key, direction: 'c' })
+    const onData = (chunk) => {
+      let messages
+      try {
+        messages = reader.push(chunk)
+      } catch (err) {
+        return this.#drop(err)
+      }
+      for (const msg of messages) this.#answer(msg)
+    }
+    socket.on('data', onData)
+    socket.on('error', (err) => this.#drop(err))
+    socket.on('close', () => this.#drop(new LeaseStreamError('lease stream closed by the controller')))
+    if (head && head.length > 0) onData(head)
+  }
+
+  #answer (msg) {
+    const p = this.pending.get(msg.seq)
+    if (!p) return // answered after its timeout: the renewal was counted failed
+    this.pending.delete(msg.seq)
+    clearTimeout(p.timer)
+    this.timeouts = 0
+    if (msg.error) {
+      const err = new PeerStatusError(`lease renewal over ${this.url}${this.path}: ${msg.status} ${msg.error.code}`)
+      err.response = { status: msg.status, headers: msg.leader ? { 'x-chopper-leader': msg.leader } : {}, data: { error: msg.error } }
+      return p.reject(err)
+    }
+    p.resolve(msg)
+  }
+
+  /** Forget the connection; renewals in flight reject. */
+  #drop (err) {
+    const socket = this.socket
+    if (!socket) return
+    this.socket = null
+    this.stats.breaks++
+    socket.destroy()
+    for (const [seq, p] of this.pending) {
+      clearTimeout(p.timer)
+      this.pending.delete(seq)
+      p.reject(err instanceof LeaseStreamError ? err : new LeaseStreamError(`lease stream broke: ${err.message}`, { cause: err }))
+    }
+  }
+
+  close () {
+    this.closed = true
+    this.#drop(new LeaseStreamError('lease stream closed'))
+  }
+}
+
+module.exports = { LeaseStream }
