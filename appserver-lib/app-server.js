@@ -109,7 +109,7 @@ function createAppServer (options) {
   const dataServer = http.createServer(opts.requestShapes ? shapes : {}, data)
   const verifier = clusterToken === undefined ? null : new RequestVerifier({ token: clusterToken })
   const controlServer = http.createServer(createControlApp({ guard, registry, drainTimeoutMs: opts.drainTimeoutMs, verifier, logger: log }))
-  const client = controllerUrl ? new ControllerClient({ controllerUrl, clusterToken, leaseStream: opts.leaseStream }) : null
+  const client = controllerUrl ? new ControllerClient({ controllerUrl, clusterToken, leaseStream: opts.leaseStream, serveLoad: (ack) => guard.report(ack) }) : null
   let urls = null
   let membership = null
   let leases = null

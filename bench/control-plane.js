@@ -8,7 +8,7 @@
  *
  *   npm run bench:control-plane -- [--sizes 100,1000,5000] [--frontends 50] [--procs 3]
  *     [--steady-ms 15000] [--deadline-ms 60000] [--join-rate 50] [--batch 1000]
- *     [--real 300] [--real-procs 4] [--runs main,batch] [--controller '{"periodMs":5000}']
+ *     [--real 300] [--real-procs 4] [--runs main,batch] [--controller '{"periodMs":5000}'] [--renewals stream|http]
  *     [--out bench/results] [--root <checkout>] [--quick]
  *
  * --root runs another checkout's controller and appserver-lib under this
@@ -22,7 +22,9 @@
  * while alive), failover after the SIGKILL of the process holding ~10 % of the
  * members, and the bytes one slice move costs each member and front end.
  *
- * The fake members answer pushes without verifying their signatures and run
+ * The fake members renew as appserver-lib does, over lease streams
+ * (core/lease-stream.js); --renewals http has them renew by HTTP calls instead.
+ * They answer pushes without verifying their signatures and run
  * no app: the figures are the controller's cost, not its members'. The fake
  * processes' own CPU is reported beside, so a saturated load generator shows.
  * Every call to the controller is signed (a 32-character cluster token).
@@ -57,6 +59,7 @@ const SPEC = {
   'real-procs': { type: 'int', default: 4, min: 1 },
   runs: { type: 'string', default: defaults.runs.join(',') },
   controller: { type: 'string', default: '{}' },
+  renewals: { type: 'string', default: 'stream' },
   out: { type: 'string', default: path.join(__dirname, 'results') },
   root: { type: 'string', default: path.join(__dirname, '..') },
   quick: { type: 'boolean', default: false },
@@ -75,6 +78,7 @@ function parse (argv) {
   if (sizes.length === 0 || sizes.some((n) => !Number.isInteger(n) || n < 2)) throw new InvalidArgumentError(`invalid --sizes: expected comma-separated integers >= 2, got ${JSON.stringify(flags.sizes)}`)
   const runs = String(flags.runs).split(',').map((s) => s.trim()).filter(Boolean)
   if (runs.some((r) => !['main', 'batch'].includes(r))) throw new InvalidArgumentError(`invalid --runs: expected main and/or batch, got ${JSON.stringify(flags.runs)}`)
+  if (!['stream', 'http'].includes(flags.renewals)) throw new InvalidArgumentError(`invalid --renewals: expected stream or http, got ${JSON.stringify(flags.renewals)}`)
   let controller
   try {
     controller = JSON.parse(flags.controller)
@@ -132,6 +136,7 @@ async function main () {
       batch: flags.batch,
       runs: flags.runs,
       controllerOptions: flags.controller,
+      fakeConfig: { leaseStream: flags.renewals === 'stream' },
       root: path.resolve(flags.root),
       log
     }))

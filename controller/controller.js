@@ -142,6 +142,7 @@ function createController (options = {}) {
   const server = http.createServer(routes.listener)
   server.on('upgrade', routes.streams.upgrade)
   c.streams = routes.streams
+  c.collector.viaStream = (id, ack, timeoutMs) => c.streams.requestLoad(id, ack, timeoutMs)
   let leaseTimer = null
   return {
     async start () {

@@ -1,8 +1,8 @@
 'use strict'
 
-const { NotFoundError, NotLeaderError, UnknownServerError, LeaseStreamError, statusOf, toHttpBody } = require('../core/errors')
+const { NotFoundError, NotLeaderError, UnknownServerError, LeaseStreamError, TimeoutError, PeerStatusError, statusOf, toHttpBody } = require('../core/errors')
 const { HEADERS } = require('../core/cluster-auth')
-const { PROTOCOL, STREAM_NONCE_HEADER, NONCE, streamKey, encodeFrame, FrameReader, newStreamNonce } = require('../core/lease-stream-protocol')
+const { PROTOCOL, STREAM_NONCE_HEADER, FEATURES_HEADER, NONCE, streamKey, encodeFrame, FrameReader, newStreamNonce } = require('../core/lease-stream-protocol')
 const { encode } = require('./member-calls')
 
 const PATH = /^\/v1\/servers\/([A-Za-z0-9._-]{1,128})\/lease-stream$/
@@ -25,6 +25,7 @@ const IDLE_MS = 30000 // no frame for this long (a renewal comes at least every 
 function createLeaseStreams (c, { verifier, renew }) {
   const token = c.opts.clusterToken
   const open = new Map() // member id -> its socket (a newer stream replaces an older one)
+  const streams = new WeakMap() // socket -> { socket, key, load, lastReq, pending }
   c.counts.streams = { opened: 0, refused: 0, broken: 0 }
 
   function leaderHint () {
@@ -59,12 +60,20 @@ function createLeaseStreams (c, { verifier, renew }) {
     const key = streamKey(token, id, memberNonce, nonce)
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nupgrade: ${PROTOCOL}\r\nconnection: Upgrade\r\n${STREAM_NONCE_HEADER}: ${nonce}\r\n\r\n`)
     socket.setNoDelay(true)
-    socket.setTimeout(IDLE_MS, () => socket.destroy())
+    socket.lastFrameAt = Date.now()
+    // What else the member serves over its stream: its load reports ("load"), so the controller need not call it.
+    const features = String(req.headers[FEATURES_HEADER] || '').split(',').map((f) => f.trim())
+    const stream = { socket, key, load: features.includes('load'), lastReq: 0, pending: new Map() }
+    streams.set(socket, stream)
     const prior = open.get(id)
     if (prior) prior.destroy()
     open.set(id, socket)
     c.counts.streams.opened++
-    socket.on('close', () => { if (open.get(id) === socket) open.delete(id) })
+    socket.on('close', () => {
+      if (open.get(id) === socket) open.delete(id)
+      for (const p of stream.pending.values()) p.settle(new LeaseStreamError(`lease stream of ${id} closed with a load request in flight`))
+      stream.pending.clear()
+    })
 
     const reader = new FrameReader({ key, direction: 'm' })
     let lastSeq = -1
@@ -75,6 +84,7 @@ function createLeaseStreams (c, { verifier, renew }) {
     }
     const onData = (chunk) => {
       let messages
+      socket.lastFrameAt = Date.now()
       try {
         messages = reader.push(chunk)
       } catch (err) {
@@ -84,6 +94,12 @@ function createLeaseStreams (c, { verifier, renew }) {
         // A replayed or reordered frame within this connection (its key is this connection's alone).
         if (!Number.isSafeInteger(msg.seq) || msg.seq <= lastSeq) return broken(new LeaseStreamError(`lease stream seq ${msg.seq} not above ${lastSeq}`))
         lastSeq = msg.seq
+        if (msg.re !== undefined) {
+          // The answer to a load request of ours (requestLoad).
+          const p = stream.pending.get(msg.re)
+          if (p) p.settle(null, msg)
+          continue
+        }
         let out
         let last = false
         try {
@@ -92,7 +108,8 @@ function createLeaseStreams (c, { verifier, renew }) {
             throw new NotLeaderError(`controller ${c.controllerId} is a standby`)
           }
           const [fields, map] = renew(id, msg)
-          out = encode({ seq: msg.seq, ...fields }, map)
+          // Most answers are a lease alone: a string, no Buffer of its own.
+          out = map ? encode({ seq: msg.seq, ...fields }, map) : JSON.stringify({ seq: msg.seq, ...fields })
         } catch (err) {
           const status = statusOf(err)
           if (status >= 500 && !(err instanceof NotLeaderError)) c.log.error({ err, server: id }, 'lease stream renewal failed')
@@ -108,12 +125,54 @@ function createLeaseStreams (c, { verifier, renew }) {
     socket.on('data', onData)
   }
 
+  // Idle streams (a member gone without closing: a cut cable) are swept
+  // rather than timed each: re-arming a timer per frame costs more than the frame.
+  const sweep = setInterval(() => {
+    const before = Date.now() - IDLE_MS
+    for (const socket of open.values()) if (socket.lastFrameAt < before) socket.destroy()
+  }, IDLE_MS / 3)
+  sweep.unref()
+
+  /**
+   * Ask member `id` for its load report over its stream, acknowledging `ack`
+   * (`{ instance, seq }` of the last report used, or undefined), as
+   * `GET <controlUrl>/v1/load` would. Resolves the report; rejects on an
+   * error answer, a broken stream or no answer within `timeoutMs`. Returns
+   * null when the member has no stream that serves load (call it by HTTP).
+   */
+  function requestLoad (id, ack, timeoutMs) {
+    const socket = open.get(id)
+    const stream = socket && streams.get(socket)
+    if (!stream || !stream.load || socket.destroyed) return null
+    const req = ++stream.lastReq
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => entry.settle(new TimeoutError(`load report of ${id} over its lease stream: no answer within ${timeoutMs} ms`)), timeoutMs)
+      const entry = {
+        settle (err, msg) {
+          clearTimeout(timer)
+          stream.pending.delete(req)
+          if (err) return reject(err)
+          if (msg.error) {
+            const e = new PeerStatusError(`load report of ${id} over its lease stream: ${msg.error.code}`)
+            e.response = { status: msg.status || 500, headers: {}, data: { error: msg.error } }
+            return reject(e)
+          }
+          resolve(msg.load)
+        }
+      }
+      stream.pending.set(req, entry)
+      socket.write(encodeFrame(stream.key, 'c', JSON.stringify({ req, load: ack || {} })))
+    })
+  }
+
   return {
     upgrade,
+    requestLoad,
     /** Open streams now. */
     get size () { return open.size },
     /** Close every stream (the controller closes or crashes). */
     close () {
+      clearInterval(sweep)
       for (const socket of open.values()) socket.destroy()
       open.clear()
     }

@@ -13,8 +13,9 @@ function roundWaitMs (periodMs) {
 }
 
 /**
- * Collects each app server's per-range request counts and cost (busy ms)
- * (GET <controlUrl>/v1/load). Reads are not destructive: each server keeps
+ * Collects each app server's per-range request counts and cost (busy ms):
+ * over the member's lease stream when it serves load there, else by
+ * GET <controlUrl>/v1/load. Reads are not destructive: each server keeps
  * counts until the controller acknowledges the report that carried them
  * (appserver-lib/load-ledger.js), so a lost answer is read again next period
  * and nothing is lost or counted twice. A server whose collection fails has
@@ -50,13 +51,21 @@ class LoadCollector {
     this.waitMs = Math.min(waitMs, timeoutMs)
     this.acks = new Map() // server id -> { instance, seq } of the last report used
     this.inFlight = new Map() // server id -> { settled: null | { ok, data?, error? }, done: Promise<void> }
+    // (id, ack, timeoutMs) => Promise<report> | null: a member's report over its
+    // lease stream (controller/lease-streams.js), null when it has none (HTTP then).
+    this.viaStream = null
+    this.stats = { stream: 0, http: 0 }
   }
 
   #request (id, controlUrl) {
     const ack = this.acks.get(id) // the last report used: the server may drop what it carried
     const query = ack ? { instance: ack.instance, seq: ack.seq } : undefined
     const call = { settled: null, done: null }
-    call.done = this.http.get(`${controlUrl}/v1/load`, { query }).then(({ data }) => {
+    const streamed = this.viaStream && this.viaStream(id, ack, this.http.timeoutMs)
+    if (streamed) this.stats.stream++
+    else this.stats.http++
+    const report = streamed || this.http.get(`${controlUrl}/v1/load`, { query }).then(({ data }) => data)
+    call.done = report.then((data) => {
       if (!data || !Array.isArray(data.entries)) throw new Error('malformed load report')
       call.settled = { ok: true, data }
     }).catch((err) => {

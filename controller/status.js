@@ -94,6 +94,7 @@ function installStatus (c) {
       registrations: c.counts.registrations,
       renewals: c.counts.renewals,
       streams: { open: c.streams ? c.streams.size : 0, ...c.counts.streams },
+      loadCollections: { ...c.collector.stats }, // by how: over lease streams or by HTTP
       batches: c.counts.batches,
       generations: { ...c.counts.generations },
       pushes: { messages: ps.pushes, bytes: ps.bytes, full: ps.full, diffs: ps.diffs, fullBytes: ps.fullBytes, diffBytes: ps.diffBytes, failures: ps.failures, queued: c.pusher.queue.size },

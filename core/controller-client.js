@@ -19,6 +19,11 @@ function parseControllerUrls (value, name = 'controllerUrl') {
 }
 
 const REGISTER_TIMEOUT_MS = 10000
+// A lease stream's upgrade refused by something other than the controller's
+// member rules: renew over HTTP for this long, then try a stream again.
+const STREAM_RETRY_MS = 60000
+// The controller's own refusals of a member's stream, which HTTP would get too.
+const MEMBER_ANSWERS = new Set(['CHOPPER_ERR_UNKNOWN_SERVER', 'CHOPPER_ERR_NOT_LEADER', 'CHOPPER_ERR_UNAUTHENTICATED', 'CHOPPER_ERR_FORBIDDEN', 'CHOPPER_ERR_REPLAY_CACHE_FULL'])
 
 /** A call worth trying on another controller: no answer, or a standby's. */
 function tryElsewhere (err) {
@@ -40,10 +45,11 @@ class ControllerClient {
   #token
 
   /**
-   * @param {{ controllerUrl: string|string[], timeoutMs?: number, clusterToken?: string, leaseStream?: boolean }} options
-   *   leaseStream: renew over a lease stream (core/lease-stream.js, the default) rather than one HTTP call each
+   * @param {{ controllerUrl: string|string[], timeoutMs?: number, clusterToken?: string, leaseStream?: boolean, serveLoad?: Function }} options
+   *   leaseStream: renew over a lease stream (core/lease-stream.js, the default) rather than one HTTP call each;
+   *   serveLoad: (ack) => report, answers the controller's load requests over the stream
    */
-  constructor ({ controllerUrl, timeoutMs = 2000, clusterToken, leaseStream = true }) {
+  constructor ({ controllerUrl, timeoutMs = 2000, clusterToken, leaseStream = true, serveLoad }) {
     if (typeof leaseStream !== 'boolean') throw new InvalidArgumentError('invalid leaseStream: expected a boolean')
     this.urls = parseControllerUrls(controllerUrl)
     this.current = 0
@@ -52,6 +58,8 @@ class ControllerClient {
     // Every call is signed with the cluster token when there is one (docs/security.md).
     this.http = new JsonClient({ timeoutMs, clusterToken })
     this.leaseStream = leaseStream
+    this.serveLoad = serveLoad
+    this.streamRetryAt = 0
     this.stream = null
   }
 
@@ -94,19 +102,20 @@ class ControllerClient {
    */
   async renewLease (id, report) {
     const { generation, drainedGeneration } = report
-    if (!this.leaseStream) return this.#call('post', `/v1/servers/${encodeURIComponent(id)}/lease`, { generation, drainedGeneration })
+    if (!this.leaseStream || Date.now() < this.streamRetryAt) return this.#call('post', `/v1/servers/${encodeURIComponent(id)}/lease`, { generation, drainedGeneration })
     let lastErr
     for (let attempt = 0; attempt < this.urls.length; attempt++) {
       try {
         return await this.#streamTo(id).renew({ generation, drainedGeneration })
       } catch (err) {
         lastErr = err
-        const code = err.response && err.response.data && err.response.data.error && err.response.data.error.code
-        if (err.response && err.response.status === 404 && code === 'CHOPPER_ERR_NOT_FOUND') {
-          // A controller without lease streams: renew over HTTP from now on.
-          this.leaseStream = false
+        if (err.upgradeRefused && !MEMBER_ANSWERS.has(err.response.data && err.response.data.error && err.response.data.error.code)) {
+          // Not the controller's answer to a member (a controller without
+          // lease streams, a proxy that does not pass upgrades): renew over
+          // HTTP, and try a stream again a while later.
+          this.streamRetryAt = Date.now() + STREAM_RETRY_MS
           this.#closeStream()
-          return this.renewLease(id, report)
+          return this.#call('post', `/v1/servers/${encodeURIComponent(id)}/lease`, { generation, drainedGeneration })
         }
         if (this.urls.length === 1 || !tryElsewhere(err)) throw err
         this.#next(err)
@@ -119,7 +128,7 @@ class ControllerClient {
   #streamTo (id) {
     if (this.stream && this.stream.url === this.url && this.stream.id === id) return this.stream
     this.#closeStream()
-    this.stream = new LeaseStream({ url: this.url, id, clusterToken: this.#token, timeoutMs: this.timeoutMs })
+    this.stream = new LeaseStream({ url: this.url, id, clusterToken: this.#token, timeoutMs: this.timeoutMs, serveLoad: this.serveLoad })
     return this.stream
   }
 

@@ -20,10 +20,21 @@ const { LeaseStreamError } = require('./errors')
  * seen), so a captured stream cannot be replayed on another connection; the
  * member's `seq` must rise, and the member takes an answer only for a seq it
  * is waiting on, so no frame is taken twice within one.
+ *
+ * Messages, member to controller:
+ *  - `{ seq, generation, drainedGeneration }` a renewal;
+ *  - `{ seq, re, load }` (or `{ seq, re, error }`) the answer to load request `re`.
+ * Controller to member:
+ *  - `{ seq, lease, assignment? | diff? }` (or `{ seq, status, error, leader? }`) the answer to renewal `seq`;
+ *  - `{ req, load: { instance?, seq? } }` a load request (`req` rises), acknowledging
+ *    the last report used, as `GET /v1/load?instance=&seq=` does; only to a
+ *    member whose upgrade named the feature (`X-Chopper-Stream-Features: load`).
  */
 
 const PROTOCOL = 'chopper-lease/1'
 const STREAM_NONCE_HEADER = 'x-chopper-stream-nonce'
+// What a member serves over its stream besides renewals: "load" (its load reports).
+const FEATURES_HEADER = 'x-chopper-stream-features'
 const MAX_FRAME = 64 * 1024 // a member's frame is ~60 bytes; an answer carries at most routes' INLINE_MAP_BYTES
 const TAB = 9
 const NL = 10
@@ -40,15 +51,16 @@ function frameMac (key, direction, json) {
 }
 
 /**
- * One frame's bytes: `json` (a string or Buffer of JSON) and, with a key, its MAC.
+ * One frame: `json` (a string or Buffer of JSON) and, with a key, its MAC.
+ * A string gives a string (written without a Buffer of its own: the common
+ * answer, a lease alone), a Buffer a Buffer (an answer carrying a map).
  * @param {Buffer|null} key
  * @param {'m'|'c'} direction
+ * @returns {string|Buffer}
  */
 function encodeFrame (key, direction, json) {
-  const body = typeof json === 'string' ? Buffer.from(json, 'utf8') : json
-  if (!key) return Buffer.concat([body, Buffer.from('\n')])
-  const mac = frameMac(key, direction, body).toString('base64url')
-  return Buffer.concat([body, Buffer.from(`\t${mac}\n`)])
+  const tail = key ? `\t${frameMac(key, direction, json).toString('base64url')}\n` : '\n'
+  return typeof json === 'string' ? json + tail : Buffer.concat([json, Buffer.from(tail)])
 }
 
 /**
@@ -103,4 +115,4 @@ function newStreamNonce () {
   return crypto.randomBytes(18).toString('base64url')
 }
 
-module.exports = { PROTOCOL, STREAM_NONCE_HEADER, MAX_FRAME, NONCE, streamKey, encodeFrame, FrameReader, newStreamNonce }
+module.exports = { PROTOCOL, STREAM_NONCE_HEADER, FEATURES_HEADER, MAX_FRAME, NONCE, streamKey, encodeFrame, FrameReader, newStreamNonce }

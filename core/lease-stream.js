@@ -2,9 +2,9 @@
 
 const http = require('node:http')
 const https = require('node:https')
-const { PeerStatusError, TimeoutError, LeaseStreamError } = require('./errors')
+const { PeerStatusError, TimeoutError, LeaseStreamError, InvalidArgumentError, statusOf, toHttpBody } = require('./errors')
 const { signRequest, HEADERS } = require('./cluster-auth')
-const { PROTOCOL, STREAM_NONCE_HEADER, NONCE, streamKey, encodeFrame, FrameReader } = require('./lease-stream-protocol')
+const { PROTOCOL, STREAM_NONCE_HEADER, FEATURES_HEADER, NONCE, streamKey, encodeFrame, FrameReader } = require('./lease-stream-protocol')
 
 /**
  * A member's end of its lease stream (core/lease-stream-protocol.js): one
@@ -20,14 +20,23 @@ const { PROTOCOL, STREAM_NONCE_HEADER, NONCE, streamKey, encodeFrame, FrameReade
  *  - no answer within `timeoutMs` rejects with TimeoutError; two in a row
  *    close the connection, which may be stuck, and the next renewal reconnects;
  *  - a broken connection rejects what is in flight with LeaseStreamError.
+ *
+ * With `serveLoad`, the member also answers the controller's load requests
+ * over the stream (`serveLoad(ack)` gives the report `GET /v1/load` would),
+ * so the controller need not call its control port every period.
  */
 class LeaseStream {
   #token
 
-  /** @param {{ url: string, id: string, clusterToken?: string, timeoutMs: number }} options url: the controller's */
-  constructor ({ url, id, clusterToken, timeoutMs }) {
+  /**
+   * @param {{ url: string, id: string, clusterToken?: string, timeoutMs: number, serveLoad?: (ack: { instance?: string, seq?: number }) => object }} options
+   *   url: the controller's
+   */
+  constructor ({ url, id, clusterToken, timeoutMs, serveLoad }) {
     this.url = url
     this.id = id
+    this.serveLoad = serveLoad
+    this.lastReq = 0
     this.#token = clusterToken
     this.timeoutMs = timeoutMs
     this.path = `/v1/servers/${encodeURIComponent(id)}/lease-stream`
@@ -64,6 +73,7 @@ class LeaseStream {
     this.connecting = new Promise((resolve, reject) => {
       const target = new URL(this.url + this.path)
       const headers = { connection: 'Upgrade', upgrade: PROTOCOL }
+      if (this.serveLoad) headers[FEATURES_HEADER] = 'load'
       if (this.#token !== undefined) Object.assign(headers, signRequest({ token: this.#token, method: 'GET', path: this.path }))
       const req = (target.protocol === 'https:' ? https : http).request(target, { method: 'GET', headers, agent: false })
       const timer = setTimeout(() => req.destroy(new TimeoutError(`lease stream to ${this.url}: no answer to the upgrade within ${this.timeoutMs} ms`)), this.timeoutMs)
@@ -83,6 +93,7 @@ class LeaseStream {
           const code = data && data.error && data.error.code
           const err = new PeerStatusError(`GET ${this.url}${this.path}: HTTP ${res.statusCode}${code ? ` ${code}` : ''}`)
           err.response = { status: res.statusCode, headers: res.headers, data }
+          err.upgradeRefused = true // an HTTP answer, not a frame
           reject(err)
         })
       })
@@ -106,6 +117,7 @@ class LeaseStream {
     this.stats.connects++
     this.socket = socket
     this.timeouts = 0
+    this.lastReq = 0 // the controller numbers its requests per connection
     socket.setNoDelay(true)
     const reader = new FrameReader({ key: this.key, direction: 'c' })
     const onData = (chunk) => {
@@ -124,6 +136,7 @@ class LeaseStream {
   }
 
   #answer (msg) {
+    if (msg.req !== undefined) return this.#load(msg)
     const p = this.pending.get(msg.seq)
     if (!p) return // answered after its timeout: the renewal was counted failed
     this.pending.delete(msg.seq)
@@ -135,6 +148,25 @@ class LeaseStream {
       return p.reject(err)
     }
     p.resolve(msg)
+  }
+
+  /** A load request of the controller's: answer with the report, as `GET /v1/load` would. */
+  #load (msg) {
+    // Requests rise within a connection: an old one again is not the controller's (it is MACed, so a replay).
+    if (!Number.isSafeInteger(msg.req) || msg.req <= this.lastReq) return this.#drop(new LeaseStreamError(`lease stream load request ${msg.req} not above ${this.lastReq}`))
+    this.lastReq = msg.req
+    let answer
+    try {
+      const ack = msg.load
+      if (!this.serveLoad) throw new LeaseStreamError('this member serves no load over its lease stream')
+      if (!ack || typeof ack !== 'object' || (ack.instance !== undefined && typeof ack.instance !== 'string') || (ack.seq !== undefined && (!Number.isSafeInteger(ack.seq) || ack.seq < 0))) {
+        throw new InvalidArgumentError('invalid load acknowledgement: expected { instance?: string, seq?: non-negative integer }')
+      }
+      answer = { seq: ++this.seq, re: msg.req, load: this.serveLoad({ instance: ack.instance, seq: ack.seq }) }
+    } catch (err) {
+      answer = { seq: ++this.seq, re: msg.req, status: statusOf(err), ...toHttpBody(err) }
+    }
+    if (this.socket) this.socket.write(encodeFrame(this.key, 'm', JSON.stringify(answer)))
   }
 
   /** Forget the connection; renewals in flight reject. */

@@ -19,6 +19,7 @@ const zlib = require('node:zlib')
 const { setTimeout: delay } = require('node:timers/promises')
 const { performance } = require('node:perf_hooks')
 const { json } = require('../../core/json-client')
+const { LeaseStream } = require('../../core/lease-stream')
 
 const DEFAULT_RENEW_MS = 250
 const REGISTER_TIMEOUT_MS = 10000 // appserver-lib's (core/controller-client.js) // appserver-lib's renewMs, until the controller chooses one
@@ -81,8 +82,15 @@ class FakeMember {
    * @param {number} options.reregisterMs 0: never
    * @param {number} options.registerTimeoutMs give up registering after this
    */
-  constructor ({ id, kind, client, controllerUrl, counters, latency, sockets, reregisterMs, registerTimeoutMs }) {
+  constructor ({ id, kind, client, controllerUrl, counters, latency, sockets, reregisterMs, registerTimeoutMs, clusterToken, leaseStream = true }) {
     Object.assign(this, { id, kind, client, controllerUrl, counters, latency, sockets, reregisterMs, registerTimeoutMs })
+    // As appserver-lib: renewals over a lease stream (core/lease-stream.js), else one HTTP call each.
+    // Its load reports go over the stream too, as appserver-lib's do.
+    const serveLoad = () => {
+      this.counters.loads++
+      return { instance: this.instance, seq: ++this.seq, frames: 1, entries: [] }
+    }
+    this.stream = leaseStream && kind === 'server' ? new LeaseStream({ url: controllerUrl, id, clusterToken, timeoutMs: 2000, serveLoad }) : null
     this.generation = 0
     this.registered = false
     this.stopped = false
@@ -197,16 +205,17 @@ class FakeMember {
       this.counters.localLapses++
     }
     const c = this.counters.renewals
-    const body = json({ generation: this.generation, drainedGeneration: this.generation })
+    const report = { generation: this.generation, drainedGeneration: this.generation }
+    const body = json(report)
     c.sent++
     c.bytesOut += body.length
     try {
-      const res = await this.client.post(`${this.controllerUrl}/v1/servers/${this.id}/lease`, body)
+      const res = this.stream ? { data: await this.stream.renew(report) } : await this.client.post(`${this.controllerUrl}/v1/servers/${this.id}/lease`, body)
       const ms = performance.now() - now
       this.latency.record(ms)
       this.renewalFailing = false
       c.ok++
-      const bytes = answerBytes(res)
+      const bytes = this.stream ? Buffer.byteLength(JSON.stringify(res.data)) : answerBytes(res)
       c.bytesIn += bytes
       if (res.data && (res.data.assignment || res.data.diff)) {
         if (res.data.assignment) c.withMap++
@@ -284,6 +293,7 @@ class FakeMember {
   /** Stop renewing and re-registering and close the control port (no deregistration). */
   async stop () {
     this.stopped = true
+    if (this.stream) this.stream.close()
     clearTimeout(this.timer)
     clearInterval(this.reregisterTimer)
     this.server.closeAllConnections()

@@ -5,7 +5,7 @@
  * front ends, bench/lib/control-plane-fake-member.js) for
  * bench/control-plane.js, each with a control port of its own. Messages:
  *
- *  - start { controllerUrl, clusterToken, connections, reregisterMs, frontendReregisterMs, registerTimeoutMs }
+ *  - start { controllerUrl, clusterToken, connections, reregisterMs, frontendReregisterMs, registerTimeoutMs, leaseStream }
  *  - spawn { ids, kind: 'server'|'frontend', ratePerSec? } starts them (all at
  *    once, or ratePerSec a second) and answers at once; `spawned` counts them
  *  - held { generation } how many members hold at least that generation
@@ -68,7 +68,9 @@ function startMember (id, kind) {
     latency,
     sockets: trackedSockets,
     reregisterMs: kind === 'server' ? config.reregisterMs : config.frontendReregisterMs,
-    registerTimeoutMs: config.registerTimeoutMs
+    registerTimeoutMs: config.registerTimeoutMs,
+    clusterToken: config.clusterToken,
+    leaseStream: config.leaseStream !== false
   })
   members.set(id, m)
   const now = Date.now()
@@ -78,8 +80,8 @@ function startMember (id, kind) {
 }
 
 serveChild({
-  start ({ controllerUrl, clusterToken, connections = 1000, reregisterMs = 10000, frontendReregisterMs = 10000, registerTimeoutMs = 60000, requestTimeoutMs = 2000 }) {
-    config = { controllerUrl, reregisterMs, frontendReregisterMs, registerTimeoutMs }
+  start ({ controllerUrl, clusterToken, connections = 1000, reregisterMs = 10000, frontendReregisterMs = 10000, registerTimeoutMs = 60000, requestTimeoutMs = 2000, leaseStream = true }) {
+    config = { controllerUrl, clusterToken, reregisterMs, frontendReregisterMs, registerTimeoutMs, leaseStream }
     client = new JsonClient({ timeoutMs: requestTimeoutMs, clusterToken, connections })
     return { pid: process.pid }
   },
