@@ -14,6 +14,7 @@ const { silent } = require('../core/logger')
 const { pollUntil } = require('../core/poll')
 const { Membership } = require('../core/membership')
 const { LeaseKeeper } = require('./lease-keeper')
+const { streamPushes } = require('./push')
 const { resolveMap } = require('../core/map-diff')
 const { RequestVerifier, validateToken, warnUnauthenticated } = require('../core/cluster-auth')
 
@@ -109,7 +110,9 @@ function createAppServer (options) {
   const dataServer = http.createServer(opts.requestShapes ? shapes : {}, data)
   const verifier = clusterToken === undefined ? null : new RequestVerifier({ token: clusterToken })
   const controlServer = http.createServer(createControlApp({ guard, registry, drainTimeoutMs: opts.drainTimeoutMs, verifier, logger: log }))
-  const client = controllerUrl ? new ControllerClient({ controllerUrl, clusterToken, leaseStream: opts.leaseStream, serveLoad: (ack) => guard.report(ack) }) : null
+  // Over the lease stream the controller also collects load and pushes maps, as the control port serves them.
+  const streamed = { serveLoad: (ack) => guard.report(ack), servePush: streamPushes({ guard, verifier, drainTimeoutMs: opts.drainTimeoutMs, logger: log }) }
+  const client = controllerUrl ? new ControllerClient({ controllerUrl, clusterToken, leaseStream: opts.leaseStream, ...streamed }) : null
   let urls = null
   let membership = null
   let leases = null

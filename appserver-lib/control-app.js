@@ -4,7 +4,7 @@ const express = require('express')
 const { jsonErrorHandler, notFound } = require('../core/http')
 const { MalformedBodyError, InvalidArgumentError } = require('../core/errors')
 const { verifyMiddleware, jsonWithRawBody } = require('../core/cluster-auth')
-const { resolveMap } = require('../core/map-diff')
+const { applyPush } = require('./push')
 
 /**
  * The app server's control plane, on its own port: assignment pushes, load
@@ -23,25 +23,9 @@ function createControlApp ({ guard, registry, drainTimeoutMs = 1000, verifier = 
   app.put('/v1/assignment', signedMap, async (req, res, next) => {
     try {
       if (!req.is('application/json')) throw new MalformedBodyError('expected an application/json assignment body')
-      const { changed, hooks } = guard.setAssignment(resolveMap(guard.map && guard.map.assignment, req.body))
-      let hookError
-      try {
-        await hooks
-      } catch (err) {
-        // The map is installed; a failed hook is the app's to report.
-        hookError = err.message
-      }
-      // The acknowledgement of a revoke: answer once the requests admitted
-      // under older maps finished (bounded; the controller falls back on the
-      // lease when this times out), so the next owner starts after them.
-      const drained = await guard.waitDrained(drainTimeoutMs)
-      res.json({ accepted: true, changed, generation: guard.generation, drainedGeneration: guard.drainedGeneration, drained, ...(hookError ? { hookError } : {}) })
+      const { status, body } = await applyPush(guard, req.body, { drainTimeoutMs, logger })
+      res.status(status).json(body)
     } catch (err) {
-      // A stale push is routine (registration can install a newer map first); anything else is not.
-      const level = err.code === 'CHOPPER_ERR_STALE_GENERATION' || err.code === 'CHOPPER_ERR_DIFF_BASE' ? 'debug' : 'warn'
-      logger[level]({ err }, 'assignment push rejected')
-      // A diff from another base: the controller sends a diff from the generation named here, or the full map.
-      if (err.code === 'CHOPPER_ERR_DIFF_BASE') return res.status(409).json({ error: { code: err.code, message: err.message }, generation: guard.generation })
       next(err)
     }
   })

@@ -1,7 +1,7 @@
 'use strict'
 
 const { NotFoundError, NotLeaderError, UnknownServerError, LeaseStreamError, TimeoutError, PeerStatusError, statusOf, toHttpBody } = require('../core/errors')
-const { HEADERS } = require('../core/cluster-auth')
+const { HEADERS, MAP_HEADER } = require('../core/cluster-auth')
 const { PROTOCOL, STREAM_NONCE_HEADER, FEATURES_HEADER, NONCE, streamKey, encodeFrame, FrameReader, newStreamNonce } = require('../core/lease-stream-protocol')
 const { encode } = require('./member-calls')
 
@@ -25,8 +25,8 @@ const IDLE_MS = 30000 // no frame for this long (a renewal comes at least every 
 function createLeaseStreams (c, { verifier, renew }) {
   const token = c.opts.clusterToken
   const open = new Map() // member id -> its socket (a newer stream replaces an older one)
-  const streams = new WeakMap() // socket -> { socket, key, load, lastReq, pending }
-  c.counts.streams = { opened: 0, refused: 0, broken: 0 }
+  const streams = new WeakMap() // socket -> { socket, key, features, lastReq, pending }
+  c.counts.streams = { opened: 0, refused: 0, broken: 0, refusedBy: {} } // refusedBy: code -> count
 
   function leaderHint () {
     return c.election && c.election.leader && c.election.leader.url !== c.url ? c.election.leader.url : null
@@ -35,6 +35,7 @@ function createLeaseStreams (c, { verifier, renew }) {
   /** An HTTP answer to an upgrade refused: JSON error, then close. */
   function refuse (socket, err) {
     c.counts.streams.refused++
+    c.counts.streams.refusedBy[err.code] = (c.counts.streams.refusedBy[err.code] || 0) + 1
     const body = Buffer.from(JSON.stringify(toHttpBody(err)))
     const leader = err instanceof NotLeaderError ? leaderHint() : null
     socket.end(`HTTP/1.1 ${statusOf(err)} Refused\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${body.length}\r\n` +
@@ -61,9 +62,9 @@ function createLeaseStreams (c, { verifier, renew }) {
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nupgrade: ${PROTOCOL}\r\nconnection: Upgrade\r\n${STREAM_NONCE_HEADER}: ${nonce}\r\n\r\n`)
     socket.setNoDelay(true)
     socket.lastFrameAt = Date.now()
-    // What else the member serves over its stream: its load reports ("load"), so the controller need not call it.
-    const features = String(req.headers[FEATURES_HEADER] || '').split(',').map((f) => f.trim())
-    const stream = { socket, key, load: features.includes('load'), lastReq: 0, pending: new Map() }
+    // What else the member serves over its stream ("load" reports, "push"es), so the controller need not call it.
+    const features = new Set(String(req.headers[FEATURES_HEADER] || '').split(',').map((f) => f.trim()))
+    const stream = { socket, key, features, lastReq: 0, pending: new Map() }
     streams.set(socket, stream)
     const prior = open.get(id)
     if (prior) prior.destroy()
@@ -71,7 +72,7 @@ function createLeaseStreams (c, { verifier, renew }) {
     c.counts.streams.opened++
     socket.on('close', () => {
       if (open.get(id) === socket) open.delete(id)
-      for (const p of stream.pending.values()) p.settle(new LeaseStreamError(`lease stream of ${id} closed with a load request in flight`))
+      for (const p of stream.pending.values()) p.settle(new LeaseStreamError(`lease stream of ${id} closed with a request in flight`))
       stream.pending.clear()
     })
 
@@ -95,7 +96,7 @@ function createLeaseStreams (c, { verifier, renew }) {
         if (!Number.isSafeInteger(msg.seq) || msg.seq <= lastSeq) return broken(new LeaseStreamError(`lease stream seq ${msg.seq} not above ${lastSeq}`))
         lastSeq = msg.seq
         if (msg.re !== undefined) {
-          // The answer to a load request of ours (requestLoad).
+          // The answer to a request of ours (a load report, a push).
           const p = stream.pending.get(msg.re)
           if (p) p.settle(null, msg)
           continue
@@ -134,40 +135,67 @@ function createLeaseStreams (c, { verifier, renew }) {
   sweep.unref()
 
   /**
-   * Ask member `id` for its load report over its stream, acknowledging `ack`
-   * (`{ instance, seq }` of the last report used, or undefined), as
-   * `GET <controlUrl>/v1/load` would. Resolves the report; rejects on an
-   * error answer, a broken stream or no answer within `timeoutMs`. Returns
-   * null when the member has no stream that serves load (call it by HTTP).
+   * Send request `message` (with `body` after it, for a push) to member `id`
+   * over its stream: resolves the answer message; rejects on an error answer
+   * (PeerStatusError, whose `response` is `{ status, headers, data }` as an
+   * HTTP call's), a broken stream or no answer within `timeoutMs`. Returns
+   * null when the member has no stream serving `feature` (call it by HTTP).
    */
-  function requestLoad (id, ack, timeoutMs) {
+  function request (id, feature, message, body, timeoutMs) {
     const socket = open.get(id)
     const stream = socket && streams.get(socket)
-    if (!stream || !stream.load || socket.destroyed) return null
+    if (!stream || !stream.features.has(feature) || socket.destroyed) return null
     const req = ++stream.lastReq
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => entry.settle(new TimeoutError(`load report of ${id} over its lease stream: no answer within ${timeoutMs} ms`)), timeoutMs)
+      const timer = setTimeout(() => entry.settle(new TimeoutError(`${feature} to ${id} over its lease stream: no answer within ${timeoutMs} ms`)), timeoutMs)
       const entry = {
         settle (err, msg) {
           clearTimeout(timer)
           stream.pending.delete(req)
           if (err) return reject(err)
           if (msg.error) {
-            const e = new PeerStatusError(`load report of ${id} over its lease stream: ${msg.error.code}`)
-            e.response = { status: msg.status || 500, headers: {}, data: { error: msg.error } }
+            const e = new PeerStatusError(`${feature} to ${id} over its lease stream: ${msg.status} ${msg.error.code}`)
+            const { seq, re, status, ...data } = msg
+            e.response = { status: status || 500, headers: {}, data }
             return reject(e)
           }
-          resolve(msg.load)
+          resolve(msg)
         }
       }
       stream.pending.set(req, entry)
-      socket.write(encodeFrame(stream.key, 'c', JSON.stringify({ req, load: ack || {} })))
+      socket.cork()
+      socket.write(encodeFrame(stream.key, 'c', JSON.stringify({ req, ...message })))
+      if (body) socket.write(body)
+      socket.uncork()
     })
+  }
+
+  /**
+   * Member `id`'s load report over its stream, acknowledging `ack`
+   * (`{ instance, seq }` of the last report used, or undefined), as
+   * `GET <controlUrl>/v1/load` would; null without such a stream.
+   */
+  function requestLoad (id, ack, timeoutMs) {
+    const p = request(id, 'load', { load: ack || {} }, null, timeoutMs)
+    return p && p.then((msg) => msg.load)
+  }
+
+  /**
+   * Push body `b` (controller/pusher.js bodyFor) to member `id` over its
+   * stream, as `PUT <controlUrl>/v1/assignment` would: resolves
+   * `{ data }` of the member's answer; null without such a stream.
+   */
+  function requestPush (id, b, timeoutMs) {
+    const head = { bytes: b.body.length, gzip: b.headers['content-encoding'] === 'gzip' }
+    const sig = b.headers[MAP_HEADER]
+    const p = request(id, 'push', sig ? { push: head, sig } : { push: head }, b.body, timeoutMs)
+    return p && p.then(({ seq, re, ...data }) => ({ data }))
   }
 
   return {
     upgrade,
     requestLoad,
+    requestPush,
     /** Open streams now. */
     get size () { return open.size },
     /** Close every stream (the controller closes or crashes). */

@@ -30,7 +30,7 @@ class Pusher {
    * @param {number} [options.historySize] generations kept to diff from
    * @param {number} [options.gzipAbove] full maps of more bytes are sent gzipped
    */
-  constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, concurrency = 64, historySize = 64, gzipAbove = 32 * 1024, selectiveAbove = Infinity, onAck = () => {}, clusterToken, logger = silent } = {}) {
+  constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, concurrency = 64, historySize = 64, gzipAbove = 32 * 1024, selectiveAbove = Infinity, onAck = () => {}, viaStream = () => null, clusterToken, logger = silent } = {}) {
     this.onAck = onAck
     this.http = new JsonClient({ timeoutMs, clusterToken, connections: 1 })
     this.token = clusterToken
@@ -49,7 +49,10 @@ class Pusher {
     this.steps = new Map() // generation -> { value, raw }: the diff from the generation published before it
     this.bodies = new Map() // base generation (0: full map) -> { body, headers, diff }, for `latest`
     this.full = null // { generation, raw }: `latest` serialized
-    this.stats = { pushes: 0, failures: 0, rejected: 0, bytes: 0, full: 0, diffs: 0, fullBytes: 0, diffBytes: 0, selective: 0 }
+    // (serverId, body, timeoutMs) => Promise<{ data }> | null: a push over the
+    // member's lease stream (controller/lease-streams.js); null: by HTTP.
+    this.viaStream = viaStream
+    this.stats = { pushes: 0, failures: 0, rejected: 0, bytes: 0, full: 0, diffs: 0, fullBytes: 0, diffBytes: 0, selective: 0, streamed: 0 }
     this.closed = false
   }
 
@@ -265,7 +268,9 @@ class Pusher {
     }
     let retry = false
     try {
-      const res = await this.http.put(`${t.url}/v1/assignment`, b.body, { headers: b.headers, sign: b.hash === null })
+      const streamed = key.startsWith('server:') ? this.viaStream(key.slice(7), b, this.http.timeoutMs) : null
+      if (streamed) this.stats.streamed++
+      const res = await (streamed || this.http.put(`${t.url}/v1/assignment`, b.body, { headers: b.headers, sign: b.hash === null }))
       t.acked = Math.max(t.acked, assignment.generation)
       t.full = false
       t.failures = 0

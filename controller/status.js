@@ -93,11 +93,11 @@ function installStatus (c) {
       evictions: c.counts.evictions,
       registrations: c.counts.registrations,
       renewals: c.counts.renewals,
-      streams: { open: c.streams ? c.streams.size : 0, ...c.counts.streams },
+      streams: { open: c.streams ? c.streams.size : 0, ...c.counts.streams, refusedBy: { ...c.counts.streams.refusedBy } },
       loadCollections: { ...c.collector.stats }, // by how: over lease streams or by HTTP
       batches: c.counts.batches,
       generations: { ...c.counts.generations },
-      pushes: { messages: ps.pushes, bytes: ps.bytes, full: ps.full, diffs: ps.diffs, fullBytes: ps.fullBytes, diffBytes: ps.diffBytes, failures: ps.failures, queued: c.pusher.queue.size },
+      pushes: { messages: ps.pushes, streamed: ps.streamed, bytes: ps.bytes, full: ps.full, diffs: ps.diffs, fullBytes: ps.fullBytes, diffBytes: ps.diffBytes, failures: ps.failures, queued: c.pusher.queue.size },
       saves: c.store ? { saves: c.persistence.saves, bytes: c.persistence.bytes, failures: c.persistence.failures } : null
     }
   }

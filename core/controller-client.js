@@ -45,11 +45,12 @@ class ControllerClient {
   #token
 
   /**
-   * @param {{ controllerUrl: string|string[], timeoutMs?: number, clusterToken?: string, leaseStream?: boolean, serveLoad?: Function }} options
+   * @param {{ controllerUrl: string|string[], timeoutMs?: number, clusterToken?: string, leaseStream?: boolean, serveLoad?: Function, servePush?: Function }} options
    *   leaseStream: renew over a lease stream (core/lease-stream.js, the default) rather than one HTTP call each;
-   *   serveLoad: (ack) => report, answers the controller's load requests over the stream
+   *   serveLoad: (ack) => report, answers the controller's load requests over the stream;
+   *   servePush: ({ raw, signature }) => Promise<{ status, body }>, takes its map pushes there
    */
-  constructor ({ controllerUrl, timeoutMs = 2000, clusterToken, leaseStream = true, serveLoad }) {
+  constructor ({ controllerUrl, timeoutMs = 2000, clusterToken, leaseStream = true, serveLoad, servePush }) {
     if (typeof leaseStream !== 'boolean') throw new InvalidArgumentError('invalid leaseStream: expected a boolean')
     this.urls = parseControllerUrls(controllerUrl)
     this.current = 0
@@ -59,6 +60,7 @@ class ControllerClient {
     this.http = new JsonClient({ timeoutMs, clusterToken })
     this.leaseStream = leaseStream
     this.serveLoad = serveLoad
+    this.servePush = servePush
     this.streamRetryAt = 0
     this.stream = null
   }
@@ -128,7 +130,7 @@ class ControllerClient {
   #streamTo (id) {
     if (this.stream && this.stream.url === this.url && this.stream.id === id) return this.stream
     this.#closeStream()
-    this.stream = new LeaseStream({ url: this.url, id, clusterToken: this.#token, timeoutMs: this.timeoutMs, serveLoad: this.serveLoad })
+    this.stream = new LeaseStream({ url: this.url, id, clusterToken: this.#token, timeoutMs: this.timeoutMs, serveLoad: this.serveLoad, servePush: this.servePush })
     return this.stream
   }
 

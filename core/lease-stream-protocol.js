@@ -28,7 +28,14 @@ const { LeaseStreamError } = require('./errors')
  *  - `{ seq, lease, assignment? | diff? }` (or `{ seq, status, error, leader? }`) the answer to renewal `seq`;
  *  - `{ req, load: { instance?, seq? } }` a load request (`req` rises), acknowledging
  *    the last report used, as `GET /v1/load?instance=&seq=` does; only to a
- *    member whose upgrade named the feature (`X-Chopper-Stream-Features: load`).
+ *    member whose upgrade named the feature (`X-Chopper-Stream-Features: load`);
+ *  - `{ req, push: { bytes, gzip }, sig? }` and then `bytes` raw bytes: a map or
+ *    diff push, as `PUT <controlUrl>/v1/assignment` with that body (gzipped
+ *    when `gzip`) and `X-Chopper-Map-Signature: sig` would be; answered
+ *    `{ seq, re, accepted, generation, drainedGeneration }` or
+ *    `{ seq, re, status, error, generation? }`. Only to a member that named
+ *    the feature `push`. The body is signed once for every member (signMap),
+ *    not under the connection's key: one hash of a large map serves all.
  */
 
 const PROTOCOL = 'chopper-lease/1'
@@ -36,6 +43,7 @@ const STREAM_NONCE_HEADER = 'x-chopper-stream-nonce'
 // What a member serves over its stream besides renewals: "load" (its load reports).
 const FEATURES_HEADER = 'x-chopper-stream-features'
 const MAX_FRAME = 64 * 1024 // a member's frame is ~60 bytes; an answer carries at most routes' INLINE_MAP_BYTES
+const MAX_BODY = 64 * 1024 * 1024 // a pushed map, as the control port's body limit
 const TAB = 9
 const NL = 10
 const NONCE = /^[A-Za-z0-9_-]{16,64}$/
@@ -68,25 +76,52 @@ function encodeFrame (key, direction, json) {
  * returns the messages the chunk completed, parsed; it throws
  * LeaseStreamError on an oversized, unparsable or unauthenticated frame,
  * after which the connection is not to be trusted (the caller closes it).
+ *
+ * With `bodies`, a message naming `push.bytes` is followed by that many raw
+ * bytes (a map push, core/lease-stream-protocol.js), returned as `msg.body`;
+ * they are not under the frame's MAC but under the map's own signature.
  */
 class FrameReader {
-  /** @param {{ key: Buffer|null, direction: 'm'|'c' }} options the direction of the frames read */
-  constructor ({ key, direction }) {
+  /** @param {{ key: Buffer|null, direction: 'm'|'c', bodies?: boolean }} options the direction of the frames read */
+  constructor ({ key, direction, bodies = false }) {
     this.key = key
     this.direction = direction
+    this.bodies = bodies
     this.pending = null
+    this.body = null // { msg, need, parts, have } while a push's body is read
   }
 
   push (chunk) {
     let buf = this.pending ? Buffer.concat([this.pending, chunk]) : chunk
+    this.pending = null
     const out = []
-    let nl
-    while ((nl = buf.indexOf(NL)) >= 0) {
-      out.push(this.#frame(buf.subarray(0, nl)))
+    for (;;) {
+      if (this.body) {
+        const b = this.body
+        const take = Math.min(b.need - b.have, buf.length)
+        b.parts.push(buf.subarray(0, take))
+        b.have += take
+        buf = buf.subarray(take)
+        if (b.have < b.need) break
+        b.msg.body = b.parts.length === 1 ? Buffer.from(b.parts[0]) : Buffer.concat(b.parts, b.need)
+        out.push(b.msg)
+        this.body = null
+        continue
+      }
+      const nl = buf.indexOf(NL)
+      if (nl < 0) break
+      const msg = this.#frame(buf.subarray(0, nl))
       buf = buf.subarray(nl + 1)
+      const bytes = this.bodies && msg.push ? msg.push.bytes : undefined
+      if (bytes === undefined) {
+        out.push(msg)
+        continue
+      }
+      if (!Number.isSafeInteger(bytes) || bytes < 0 || bytes > MAX_BODY) throw new LeaseStreamError(`lease stream push of ${bytes} bytes: expected 0 to ${MAX_BODY}`)
+      this.body = { msg, need: bytes, parts: [], have: 0 }
     }
-    if (buf.length > MAX_FRAME) throw new LeaseStreamError(`lease stream frame over ${MAX_FRAME} bytes`)
-    this.pending = buf.length > 0 ? Buffer.from(buf) : null
+    if (!this.body && buf.length > MAX_FRAME) throw new LeaseStreamError(`lease stream frame over ${MAX_FRAME} bytes`)
+    if (buf.length > 0) this.pending = Buffer.from(buf)
     return out
   }
 

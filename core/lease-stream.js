@@ -2,9 +2,13 @@
 
 const http = require('node:http')
 const https = require('node:https')
+const zlib = require('node:zlib')
+const { promisify } = require('node:util')
 const { PeerStatusError, TimeoutError, LeaseStreamError, InvalidArgumentError, statusOf, toHttpBody } = require('./errors')
 const { signRequest, HEADERS } = require('./cluster-auth')
 const { PROTOCOL, STREAM_NONCE_HEADER, FEATURES_HEADER, NONCE, streamKey, encodeFrame, FrameReader } = require('./lease-stream-protocol')
+
+const gunzip = promisify(zlib.gunzip)
 
 /**
  * A member's end of its lease stream (core/lease-stream-protocol.js): one
@@ -23,19 +27,22 @@ const { PROTOCOL, STREAM_NONCE_HEADER, FEATURES_HEADER, NONCE, streamKey, encode
  *
  * With `serveLoad`, the member also answers the controller's load requests
  * over the stream (`serveLoad(ack)` gives the report `GET /v1/load` would),
- * so the controller need not call its control port every period.
+ * so the controller need not call its control port every period; with
+ * `servePush`, the controller's map pushes (`servePush({ raw, signature })`
+ * resolves `{ status, body }` as `PUT /v1/assignment` would answer).
  */
 class LeaseStream {
   #token
 
   /**
-   * @param {{ url: string, id: string, clusterToken?: string, timeoutMs: number, serveLoad?: (ack: { instance?: string, seq?: number }) => object }} options
+   * @param {{ url: string, id: string, clusterToken?: string, timeoutMs: number, serveLoad?: (ack: { instance?: string, seq?: number }) => object, servePush?: (push: { raw: Buffer, signature?: string }) => Promise<{ status: number, body: object }> }} options
    *   url: the controller's
    */
-  constructor ({ url, id, clusterToken, timeoutMs, serveLoad }) {
+  constructor ({ url, id, clusterToken, timeoutMs, serveLoad, servePush }) {
     this.url = url
     this.id = id
     this.serveLoad = serveLoad
+    this.servePush = servePush
     this.lastReq = 0
     this.#token = clusterToken
     this.timeoutMs = timeoutMs
@@ -73,7 +80,8 @@ class LeaseStream {
     this.connecting = new Promise((resolve, reject) => {
       const target = new URL(this.url + this.path)
       const headers = { connection: 'Upgrade', upgrade: PROTOCOL }
-      if (this.serveLoad) headers[FEATURES_HEADER] = 'load'
+      const features = [this.serveLoad && 'load', this.servePush && 'push'].filter(Boolean)
+      if (features.length > 0) headers[FEATURES_HEADER] = features.join(',')
       if (this.#token !== undefined) Object.assign(headers, signRequest({ token: this.#token, method: 'GET', path: this.path }))
       const req = (target.protocol === 'https:' ? https : http).request(target, { method: 'GET', headers, agent: false })
       const timer = setTimeout(() => req.destroy(new TimeoutError(`lease stream to ${this.url}: no answer to the upgrade within ${this.timeoutMs} ms`)), this.timeoutMs)
@@ -119,7 +127,7 @@ class LeaseStream {
     this.timeouts = 0
     this.lastReq = 0 // the controller numbers its requests per connection
     socket.setNoDelay(true)
-    const reader = new FrameReader({ key: this.key, direction: 'c' })
+    const reader = new FrameReader({ key: this.key, direction: 'c', bodies: true })
     const onData = (chunk) => {
       let messages
       try {
@@ -136,7 +144,12 @@ class LeaseStream {
   }
 
   #answer (msg) {
-    if (msg.req !== undefined) return this.#load(msg)
+    if (msg.req !== undefined) {
+      // Requests rise within a connection: an old one again is not the controller's (it is MACed, so a replay).
+      if (!Number.isSafeInteger(msg.req) || msg.req <= this.lastReq) return this.#drop(new LeaseStreamError(`lease stream request ${msg.req} not above ${this.lastReq}`))
+      this.lastReq = msg.req
+      return msg.push ? this.#push(msg) : this.#load(msg)
+    }
     const p = this.pending.get(msg.seq)
     if (!p) return // answered after its timeout: the renewal was counted failed
     this.pending.delete(msg.seq)
@@ -152,9 +165,6 @@ class LeaseStream {
 
   /** A load request of the controller's: answer with the report, as `GET /v1/load` would. */
   #load (msg) {
-    // Requests rise within a connection: an old one again is not the controller's (it is MACed, so a replay).
-    if (!Number.isSafeInteger(msg.req) || msg.req <= this.lastReq) return this.#drop(new LeaseStreamError(`lease stream load request ${msg.req} not above ${this.lastReq}`))
-    this.lastReq = msg.req
     let answer
     try {
       const ack = msg.load
@@ -166,6 +176,26 @@ class LeaseStream {
     } catch (err) {
       answer = { seq: ++this.seq, re: msg.req, status: statusOf(err), ...toHttpBody(err) }
     }
+    this.#reply(answer)
+  }
+
+  /** A map push of the controller's: installed as `PUT /v1/assignment` would; answered once drained. */
+  async #push (msg) {
+    const socket = this.socket
+    let answer
+    try {
+      if (!this.servePush) throw new LeaseStreamError('this member takes no pushes over its lease stream')
+      const raw = msg.push.gzip ? await gunzip(msg.body) : msg.body
+      const { status, body } = await this.servePush({ raw, signature: typeof msg.sig === 'string' ? msg.sig : undefined })
+      answer = status >= 400 ? { ...body, status } : body
+    } catch (err) {
+      answer = { status: statusOf(err), ...toHttpBody(err) }
+    }
+    // Answered on the connection it came by: a newer one has another controller's numbering.
+    if (this.socket === socket) this.#reply({ seq: ++this.seq, re: msg.req, ...answer })
+  }
+
+  #reply (answer) {
     if (this.socket) this.socket.write(encodeFrame(this.key, 'm', JSON.stringify(answer)))
   }
 

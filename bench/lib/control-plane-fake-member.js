@@ -90,7 +90,9 @@ class FakeMember {
       this.counters.loads++
       return { instance: this.instance, seq: ++this.seq, frames: 1, entries: [] }
     }
-    this.stream = leaseStream && kind === 'server' ? new LeaseStream({ url: controllerUrl, id, clusterToken, timeoutMs: 2000, serveLoad }) : null
+    // And its pushes (unverified, as over HTTP: the bench prices the controller).
+    const servePush = async ({ raw }) => this.#take({}, raw)
+    this.stream = leaseStream && kind === 'server' ? new LeaseStream({ url: controllerUrl, id, clusterToken, timeoutMs: 2000, serveLoad, servePush }) : null
     this.generation = 0
     this.registered = false
     this.stopped = false
@@ -257,37 +259,46 @@ class FakeMember {
     let bytes = 0
     req.on('data', (chunk) => { chunks.push(chunk); bytes += chunk.length })
     req.on('end', () => {
-      const p = this.counters.pushes
-      p.messages++
-      p.bytes += bytes
-      if (this.kind === 'frontend') { p.frontendMessages++; p.frontendBytes += bytes }
-      if (req.headers['content-encoding'] === 'gzip') p.gzip++
-      let push
-      try {
-        push = readPush(req.headers, Buffer.concat(chunks, bytes))
-      } catch (err) {
-        return send(res, 400, { error: { code: 'CHOPPER_ERR_MALFORMED_BODY', message: err.message } })
-      }
-      if (push.parsed) p.parsed++
-      const { generation, base } = push
-      if (base !== undefined) {
-        p.diffs++
-        if (base !== this.generation && generation !== this.generation) {
-          p.diffBaseRefused++
-          return send(res, 409, { error: { code: 'CHOPPER_ERR_DIFF_BASE', message: `diff from ${base}, but this member holds ${this.generation}` }, generation: this.generation })
-        }
-      } else {
-        p.full++
-        if (generation < this.generation) {
-          p.stale++
-          return send(res, 409, { error: { code: 'CHOPPER_ERR_STALE_GENERATION', message: `stale assignment: generation ${generation} is not above current ${this.generation}` }, generation: this.generation })
-        }
-      }
-      this.generation = Math.max(this.generation, generation)
-      send(res, 200, this.kind === 'server'
-        ? { accepted: true, generation: this.generation, drainedGeneration: this.generation }
-        : { accepted: true, generation: this.generation })
+      if (req.headers['content-encoding'] === 'gzip') this.counters.pushes.gzip++
+      const { status, body } = this.#take(req.headers, Buffer.concat(chunks, bytes))
+      send(res, status, body)
     })
+  }
+
+  /** One push, over HTTP or the lease stream: `{ status, body }` of the answer. */
+  #take (headers, raw) {
+    const p = this.counters.pushes
+    p.messages++
+    p.bytes += raw.length
+    if (this.kind === 'frontend') { p.frontendMessages++; p.frontendBytes += raw.length }
+    let push
+    try {
+      push = readPush(headers, raw)
+    } catch (err) {
+      return { status: 400, body: { error: { code: 'CHOPPER_ERR_MALFORMED_BODY', message: err.message } } }
+    }
+    if (push.parsed) p.parsed++
+    const { generation, base } = push
+    if (base !== undefined) {
+      p.diffs++
+      if (base !== this.generation && generation !== this.generation) {
+        p.diffBaseRefused++
+        return { status: 409, body: { error: { code: 'CHOPPER_ERR_DIFF_BASE', message: `diff from ${base}, but this member holds ${this.generation}` }, generation: this.generation } }
+      }
+    } else {
+      p.full++
+      if (generation < this.generation) {
+        p.stale++
+        return { status: 409, body: { error: { code: 'CHOPPER_ERR_STALE_GENERATION', message: `stale assignment: generation ${generation} is not above current ${this.generation}` }, generation: this.generation } }
+      }
+    }
+    this.generation = Math.max(this.generation, generation)
+    return {
+      status: 200,
+      body: this.kind === 'server'
+        ? { accepted: true, generation: this.generation, drainedGeneration: this.generation }
+        : { accepted: true, generation: this.generation }
+    }
   }
 
   /** Stop renewing and re-registering and close the control port (no deregistration). */

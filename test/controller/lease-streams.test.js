@@ -253,5 +253,41 @@ describe('lease streams', () => {
     const next = await controller.runRound()
     expect(next.perServerRequests).toEqual({ streamed: 0, polled: 0 })
     expect(controller.stats().loadCollections).toEqual({ stream: 2, http: 2 })
+
+    // Pushes: a fenced move between them revokes from one and grants to the
+    // other; the streamed server takes its pushes over the stream, the other on its control port.
+    const streamedBefore = controller.stats().pushes.streamed
+    const messagesBefore = controller.stats().pushes.messages
+    for (const [from, to] of [['streamed', 'polled'], ['polled', 'streamed']]) {
+      const slice = controller.published.slices.find((sl) => sl.servers[0] === from)
+      controller.moveSlice(slice.start, to)
+      expect(await controller.settled(10000)).toBe(true)
+      await pollUntil(() => servers.every(({ s }) => s.guard.generation === controller.published.generation), { timeoutMs: 10000, what: 'both hold the move' })
+      expect(controller.published.slices.find((sl) => sl.start === slice.start).servers[0]).toBe(to)
+    }
+    const pushes = controller.stats().pushes
+    expect(pushes.streamed - streamedBefore).toBeGreaterThanOrEqual(2) // a revoke and a grant each way, at least
+    expect(pushes.messages - messagesBefore - (pushes.streamed - streamedBefore)).toBeGreaterThanOrEqual(2) // the polled one's, by HTTP
+    expect(pushes.failures).toBe(0)
+  })
+
+  test('a push over the stream is applied only under the cluster\'s map signature', async () => {
+    const { ShardGuard } = require('../../appserver-lib/shard-guard')
+    const { RequestVerifier, signMap, hashBody } = require('../../core/cluster-auth')
+    const { streamPushes } = require('../../appserver-lib/push')
+    const guard = new ShardGuard({ serverId: 'a' })
+    const serve = streamPushes({ guard, verifier: new RequestVerifier({ token: TOKEN }), drainTimeoutMs: 100, logger: require('../../core/logger').silent })
+    const map = { generation: 7, slices: [{ start: 0, end: 2 ** 32, servers: ['a'] }], servers: { a: { url: 'http://127.0.0.1:1' } } }
+    const raw = Buffer.from(JSON.stringify(map))
+    const forged = await serve({ raw, signature: signMap({ token: 'not-the-cluster-token-at-all', bodyHash: hashBody(raw) }) })
+    expect(forged).toMatchObject({ status: 403, body: { error: { code: 'CHOPPER_ERR_FORBIDDEN' } } })
+    expect(await serve({ raw })).toMatchObject({ status: 403 })
+    expect(guard.generation).toBe(0)
+    const ok = await serve({ raw, signature: signMap({ token: TOKEN, bodyHash: hashBody(raw) }) })
+    expect(ok).toMatchObject({ status: 200, body: { accepted: true, generation: 7 } })
+    expect(guard.generation).toBe(7)
+    // A diff from a base it does not hold: 409 with the generation it holds, as over HTTP.
+    const diff = Buffer.from(JSON.stringify({ kind: 'diff', base: 3, generation: 9, slices: [], servers: {} }))
+    expect(await serve({ raw: diff, signature: signMap({ token: TOKEN, bodyHash: hashBody(diff) }) })).toMatchObject({ status: 409, body: { error: { code: 'CHOPPER_ERR_DIFF_BASE' }, generation: 7 } })
   })
 })
