@@ -26,7 +26,7 @@ function createLeaseStreams (c, { verifier, renew }) {
   const token = c.opts.clusterToken
   const open = new Map() // member id -> its socket (a newer stream replaces an older one)
   const streams = new WeakMap() // socket -> { socket, key, features, lastReq, pending }
-  c.counts.streams = { opened: 0, refused: 0, broken: 0, refusedBy: {} } // refusedBy: code -> count
+  c.counts.streams = { opened: 0, renewals: 0, refused: 0, broken: 0, refusedBy: {} } // refusedBy: code -> count
 
   function leaderHint () {
     return c.election && c.election.leader && c.election.leader.url !== c.url ? c.election.leader.url : null
@@ -109,6 +109,7 @@ function createLeaseStreams (c, { verifier, renew }) {
             throw new NotLeaderError(`controller ${c.controllerId} is a standby`)
           }
           const [fields, map] = renew(id, msg)
+          c.counts.streams.renewals++
           // Most answers are a lease alone: a string, no Buffer of its own.
           out = map ? encode({ seq: msg.seq, ...fields }, map) : JSON.stringify({ seq: msg.seq, ...fields })
         } catch (err) {

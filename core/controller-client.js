@@ -1,6 +1,6 @@
 'use strict'
 
-const { InvalidArgumentError } = require('./errors')
+const { InvalidArgumentError, LeaseStreamError, TimeoutError } = require('./errors')
 const { JsonClient } = require('./json-client')
 const { LeaseStream } = require('./lease-stream')
 
@@ -63,6 +63,7 @@ class ControllerClient {
     this.servePush = servePush
     this.streamRetryAt = 0
     this.stream = null
+    this.opening = null // the stream's background open
   }
 
   /** The controller calls go to now. */
@@ -101,29 +102,47 @@ class ControllerClient {
    * Renew this server's lease, reporting the generations it holds and has
    * drained: over the lease stream to the controller calls go to, else (or
    * when that controller has no streams) by `POST /v1/servers/:id/lease`.
+   * A renewal never waits for a stream to open: while one opens (the first
+   * renewal, after a break) renewals go by HTTP, over a warm connection.
    */
   async renewLease (id, report) {
     const { generation, drainedGeneration } = report
-    if (!this.leaseStream || Date.now() < this.streamRetryAt) return this.#call('post', `/v1/servers/${encodeURIComponent(id)}/lease`, { generation, drainedGeneration })
-    let lastErr
-    for (let attempt = 0; attempt < this.urls.length; attempt++) {
-      try {
-        return await this.#streamTo(id).renew({ generation, drainedGeneration })
-      } catch (err) {
-        lastErr = err
-        if (err.upgradeRefused && !MEMBER_ANSWERS.has(err.response.data && err.response.data.error && err.response.data.error.code)) {
-          // Not the controller's answer to a member (a controller without
-          // lease streams, a proxy that does not pass upgrades): renew over
-          // HTTP, and try a stream again a while later.
-          this.streamRetryAt = Date.now() + STREAM_RETRY_MS
-          this.#closeStream()
-          return this.#call('post', `/v1/servers/${encodeURIComponent(id)}/lease`, { generation, drainedGeneration })
-        }
-        if (this.urls.length === 1 || !tryElsewhere(err)) throw err
-        this.#next(err)
-      }
+    const byHttp = () => this.#call('post', `/v1/servers/${encodeURIComponent(id)}/lease`, { generation, drainedGeneration })
+    if (!this.leaseStream || Date.now() < this.streamRetryAt) return byHttp()
+    const stream = this.#streamTo(id)
+    if (!stream.connected) {
+      this.#open(stream)
+      return byHttp()
     }
-    throw lastErr
+    try {
+      return await stream.renew({ generation, drainedGeneration })
+    } catch (err) {
+      // The stream broke (the controller restarted, a standby's answer): HTTP
+      // now, which goes on to the leader; the stream reopens at the next renewal.
+      // A renewal unanswered in time is not sent again: the controller is slow, not gone.
+      if (err instanceof LeaseStreamError || (this.urls.length > 1 && tryElsewhere(err) && !(err instanceof TimeoutError))) {
+        if (!(err instanceof LeaseStreamError)) this.#next(err)
+        return byHttp()
+      }
+      throw err
+    }
+  }
+
+  /** Open `stream` in the background; a refusal by something other than the controller's member rules turns streams off a while. */
+  #open (stream) {
+    if (this.opening) return
+    this.opening = stream.connect().catch((err) => {
+      const code = err.response && err.response.data && err.response.data.error && err.response.data.error.code
+      if (err.upgradeRefused && !MEMBER_ANSWERS.has(code)) {
+        // Not the controller's answer to a member (a controller without lease
+        // streams, a proxy that does not pass upgrades): renew over HTTP, and
+        // try a stream again a while later.
+        this.streamRetryAt = Date.now() + STREAM_RETRY_MS
+        if (this.stream === stream) this.#closeStream()
+      } else if (err.response && this.urls.length > 1 && tryElsewhere(err)) {
+        this.#next(err) // a standby: the leader it names
+      }
+    }).finally(() => { this.opening = null })
   }
 
   /** The lease stream to the controller calls go to now (a new one when that changed). */

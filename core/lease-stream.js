@@ -57,6 +57,16 @@ class LeaseStream {
     this.stats = { connects: 0, renewals: 0, timeouts: 0, breaks: 0 }
   }
 
+  /** Whether the stream is open now (a renewal would not wait for a connection). */
+  get connected () {
+    return this.socket !== null
+  }
+
+  /** Open the stream now (concurrent calls share one attempt); resolves once it is open. */
+  connect () {
+    return this.socket ? Promise.resolve(this.socket) : this.#connect()
+  }
+
   /** One renewal: `{ generation, drainedGeneration }`; resolves the answer (lease, and a map or diff). */
   async renew (report) {
     const socket = this.socket || await this.#connect()
