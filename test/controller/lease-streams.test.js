@@ -304,4 +304,29 @@ describe('lease streams', () => {
     const diff = Buffer.from(JSON.stringify({ kind: 'diff', base: 3, generation: 9, slices: [], servers: {} }))
     expect(await serve({ raw: diff, signature: signMap({ token: TOKEN, bodyHash: hashBody(diff) }) })).toMatchObject({ status: 409, body: { error: { code: 'CHOPPER_ERR_DIFF_BASE' }, generation: 7 } })
   })
+
+  test('a member that fails its load report over the stream has unknown load, counted toward eviction', async () => {
+    await start({ periodMs: 3600000, evictAfterFailures: 2, requestTimeoutMs: 300 })
+    const reports = []
+    const clients = {}
+    for (const [id, serveLoad] of [['good', () => ({ instance: 'i', seq: reports.push(1), frames: 1, entries: [] })], ['bad', () => { throw new Error('ledger broke') }]]) {
+      const c = new ControllerClient({ controllerUrl: controller.url, clusterToken: TOKEN, serveLoad })
+      closers.push(() => c.close())
+      clients[id] = c
+      await c.registerServer({ id, url: `http://127.0.0.1:${id === 'good' ? 1001 : 1002}`, controlUrl: 'http://127.0.0.1:9' })
+    }
+    const g = () => controller.stats().published
+    for (const [id, c] of Object.entries(clients)) {
+      await c.renewLease(id, { generation: g(), drainedGeneration: g() })
+      await pollUntil(() => c.stream.connected, { timeoutMs: 5000, what: `${id}'s stream open` })
+    }
+    const round = await controller.runRound()
+    expect(round.unknown).toEqual(['bad'])
+    expect(controller.stats().loadCollections).toEqual({ stream: 2, http: 0 })
+    expect(controller.status().servers.bad).toMatchObject({ loadUnknown: true, collectionFailures: 1 })
+    expect(reports).toHaveLength(1)
+    await controller.runRound()
+    expect(controller.status().servers.bad).toBeUndefined() // evicted after two failures
+    expect(controller.status().servers.good).toBeDefined()
+  })
 })

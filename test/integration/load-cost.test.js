@@ -229,7 +229,8 @@ describe('the controller balances on cost by default', () => {
         res.json({ ok: true })
       })
       app.post('/hang', (req, res) => { hung.push(res) })
-      const s = createAppServer({ id, app, controllerUrl: controller.url })
+      // Collection by HTTP (no lease stream): a test below hangs a control port to make a load unknown.
+      const s = createAppServer({ id, app, controllerUrl: controller.url, leaseStream: false })
       await s.start()
       closers.push(() => s.close())
       members[id] = s

@@ -117,7 +117,8 @@ describe('the controller does not evict an app server whose load reports are slo
     const members = []
     for (const id of ['app-1', 'app-2']) {
       const { app } = await compute.create()
-      const s = createAppServer({ id, app, controllerUrl: controller.url })
+      // Collection by HTTP (no lease stream): app-2's control port answers /v1/load late.
+      const s = createAppServer({ id, app, controllerUrl: controller.url, leaseStream: false })
       await s.start()
       closers.push(() => s.close())
       members.push(s)
