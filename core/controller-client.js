@@ -74,22 +74,29 @@ class ControllerClient {
   async #call (method, path, data, timeoutMs) {
     let lastErr
     for (let attempt = 0; attempt < this.urls.length; attempt++) {
+      const url = this.urls[this.current]
       try {
-        return (await this.http.request(method, this.urls[this.current] + path, { body: data, timeoutMs })).data
+        return (await this.http.request(method, url + path, { body: data, timeoutMs })).data
       } catch (err) {
         lastErr = err
         if (this.urls.length === 1 || !tryElsewhere(err)) throw err
-        this.#next(err)
+        this.#next(err, url)
       }
     }
     throw lastErr
   }
 
-  /** Calls go on to the leader a standby named (X-Chopper-Leader, when one of ours), else the next controller. */
-  #next (err) {
+  /**
+   * After a call to `failed` went unanswered or met a standby: calls go on
+   * to the leader the standby named (X-Chopper-Leader, when one of ours), else
+   * to the next controller, unless another call moved them on meanwhile (an
+   * answer that comes late must not move calls off a controller that works).
+   */
+  #next (err, failed) {
     const hint = err.response && err.response.headers['x-chopper-leader']
     const at = hint ? this.urls.indexOf(hint) : -1
-    this.current = at >= 0 && at !== this.current ? at : (this.current + 1) % this.urls.length
+    if (at >= 0) this.current = at
+    else if (this.url === failed) this.current = (this.current + 1) % this.urls.length
   }
 
   /** `generation` is the member's current one, so a restarted controller numbers above it. */
@@ -121,7 +128,7 @@ class ControllerClient {
       // now, which goes on to the leader; the stream reopens at the next renewal.
       // A renewal unanswered in time is not sent again: the controller is slow, not gone.
       if (err instanceof LeaseStreamError || (this.urls.length > 1 && tryElsewhere(err) && !(err instanceof TimeoutError))) {
-        if (!(err instanceof LeaseStreamError)) this.#next(err)
+        if (!(err instanceof LeaseStreamError)) this.#next(err, stream.url)
         return byHttp()
       }
       throw err
@@ -140,7 +147,7 @@ class ControllerClient {
         this.streamRetryAt = Date.now() + STREAM_RETRY_MS
         if (this.stream === stream) this.#closeStream()
       } else if (err.response && this.urls.length > 1 && tryElsewhere(err)) {
-        this.#next(err) // a standby: the leader it names
+        this.#next(err, stream.url) // a standby: the leader it names
       }
     }).finally(() => { this.opening = null })
   }
