@@ -43,6 +43,7 @@ class Pusher {
     this.logger = logger
     this.targets = new Map() // key -> { url, acked, full, inflight, timer, backoff, failures }
     this.queue = new Set() // keys waiting for a push slot, in order
+    this.urgent = new Set() // queued keys moved ahead of `queue` (a handoff's losers, a member that asked)
     this.inflight = 0
     this.latest = null
     this.history = new Map() // generation -> assignment, oldest first
@@ -80,6 +81,12 @@ class Pusher {
     if (t) clearTimeout(t.timer)
     this.targets.delete(key)
     this.queue.delete(key)
+    this.urgent.delete(key)
+  }
+
+  /** Pushes waiting for a slot. */
+  get queued () {
+    return this.urgent.size + this.queue.size
   }
 
   /**
@@ -126,11 +133,15 @@ class Pusher {
     this.#toFront(urgent)
   }
 
-  /** Move the queued ones of `keys` to the front of the queue. */
+  /**
+   * Move the queued ones of `keys` ahead of the queue: O(keys), not
+   * O(queue), since a join storm's renewals ask for one at a time.
+   */
   #toFront (keys) {
-    if (keys.size === 0 || this.queue.size === 0) return
-    const first = [...keys].filter((k) => this.queue.has(k))
-    if (first.length > 0) this.queue = new Set([...first, ...this.queue])
+    if (this.queue.size === 0) return
+    for (const k of keys) {
+      if (this.queue.delete(k)) this.urgent.add(k)
+    }
   }
 
   /**
@@ -244,9 +255,10 @@ class Pusher {
   }
 
   #next () {
-    while (this.inflight < this.concurrency && this.queue.size > 0) {
-      const key = this.queue.values().next().value
-      this.queue.delete(key)
+    while (this.inflight < this.concurrency && this.queued > 0) {
+      const from = this.urgent.size > 0 ? this.urgent : this.queue
+      const key = from.values().next().value
+      from.delete(key)
       this.#kick(key)
     }
   }
@@ -322,6 +334,7 @@ class Pusher {
     this.closed = true
     for (const t of this.targets.values()) clearTimeout(t.timer)
     this.queue.clear()
+    this.urgent.clear()
     // pushes in flight end with their timeout; the pool's idle sockets do not hold the process open
     this.http.close().catch(() => {})
   }

@@ -97,7 +97,7 @@ function installStatus (c) {
       loadCollections: { ...c.collector.stats }, // by how: over lease streams or by HTTP
       batches: c.counts.batches,
       generations: { ...c.counts.generations },
-      pushes: { messages: ps.pushes, streamed: ps.streamed, bytes: ps.bytes, full: ps.full, diffs: ps.diffs, fullBytes: ps.fullBytes, diffBytes: ps.diffBytes, failures: ps.failures, queued: c.pusher.queue.size },
+      pushes: { messages: ps.pushes, streamed: ps.streamed, bytes: ps.bytes, full: ps.full, diffs: ps.diffs, fullBytes: ps.fullBytes, diffBytes: ps.diffBytes, failures: ps.failures, queued: c.pusher.queued },
       saves: c.store ? { saves: c.persistence.saves, bytes: c.persistence.bytes, failures: c.persistence.failures } : null
     }
   }
