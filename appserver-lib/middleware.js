@@ -127,7 +127,7 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
 
   // The answer says how many requests this server holds as it leaves (this
   // one included): front ends count the part that is not theirs when they
-  // choose among a slice's replicas (frontend/replica-router.js). Set as the
+  // choose among a slice's replicas (core/replica-router.js). Set as the
   // head is written, not on arrival, so an app that holds its answer (the
   // experiments' capacity model) reports its queue at that moment.
   function reportInflight (res) {

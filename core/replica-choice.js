@@ -5,7 +5,7 @@ const { InvalidArgumentError } = require('./errors')
 /**
  * Replica choice: which of a replicated slice's servers takes one request
  * (docs/replication.md, issue 10 item 2). Pure: no I/O, no clock; randomness
- * only from the `rng` passed in. The front end (frontend/replica-router.js)
+ * only from the `rng` passed in. The front end (core/replica-router.js)
  * and the simulator use the same functions over the same counters.
  *
  * Servers are small integer indices into the counters of a ReplicaLoad;

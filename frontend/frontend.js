@@ -2,12 +2,13 @@
 
 const http = require('node:http')
 const express = require('express')
-const { RoutingTable } = require('./routing-table')
-const { createForwarder } = require('./forwarders')
+const { RoutingTable } = require('../core/routing-table')
+const { UndiciForwarder } = require('../core/forwarder')
+const { createKeyRouter } = require('../core/key-router')
 const { createProxyHandler } = require('./proxy')
 const { createFastServer } = require('./fast-http')
 const { createFrontendMetrics } = require('./metrics')
-const { ReplicaRouter, sizeFromQuery } = require('./replica-router')
+const { ReplicaRouter, sizeFromQuery } = require('../core/replica-router')
 const { ControllerClient, parseControllerUrls } = require('../core/controller-client')
 const { createControlPlane } = require('./control-plane')
 const { jsonErrorHandler, listen, close } = require('../core/http')
@@ -28,9 +29,9 @@ const defaults = Object.freeze({
   controlPort: 0, // assignment pushes from the controller
   advertiseHost: '127.0.0.1',
   controllerUrl: undefined, // without it the front end only takes pushes
-  forwarder: 'undici', // 'undici' | 'axios' (bench/forwarding.js compares them)
+  forwarder: 'undici', // 'undici' (core/forwarder.js), or an object with its attempt/forget/close (bench/lib/axios-forwarder.js, for comparison)
   dataServer: 'fast', // 'fast': frontend/fast-http.js takes requests without a body or with one up to 64 KiB itself, the rest go to Node's http server; 'node': Node's http server takes all
-  upstreamClient: 'chopper', // with the undici forwarder, requests without a body or with one read whole go upstream through 'chopper' (frontend/upstream-h1.js) or 'undici' too
+  upstreamClient: 'chopper', // with the undici forwarder, requests without a body or with one read whole go upstream through 'chopper' (core/upstream-h1.js) or 'undici' too
   connections: 64, // keep-alive connections per app server
   upstreamTimeoutMs: 30000,
   bufferLimit: 1024 * 1024, // bodies up to this size are buffered so a 421 can be retried
@@ -66,7 +67,7 @@ let seq = 0
 function createFrontend (options = {}) {
   const opts = { ...defaults, ...options }
   const id = opts.id || `fe-${process.pid}-${++seq}`
-  if (!['undici', 'axios'].includes(opts.forwarder)) throw new InvalidArgumentError('invalid forwarder: expected "undici" or "axios"')
+  if (opts.forwarder !== 'undici' && !isForwarder(opts.forwarder)) throw new InvalidArgumentError('invalid forwarder: expected "undici" or an object with attempt, forget and close')
   if (!['fast', 'node'].includes(opts.dataServer)) throw new InvalidArgumentError('invalid dataServer: expected "fast" or "node"')
   if (!['chopper', 'undici'].includes(opts.upstreamClient)) throw new InvalidArgumentError('invalid upstreamClient: expected "chopper" or "undici"')
   for (const k of ['connections', 'upstreamTimeoutMs', 'bufferLimit', 'holdMs']) {
@@ -77,7 +78,9 @@ function createFrontend (options = {}) {
   const router = createReplicaRouter(opts)
   const log = opts.logger.child({ component: 'frontend', frontendId: id })
   const client = opts.controllerUrl ? new ControllerClient({ controllerUrl: opts.controllerUrl, clusterToken: opts.clusterToken }) : null // pulls on 421
-  const forwarder = createForwarder(opts.forwarder, { connections: opts.connections, timeoutMs: opts.upstreamTimeoutMs, client: opts.upstreamClient })
+  const forwarder = opts.forwarder === 'undici'
+    ? new UndiciForwarder({ connections: opts.connections, timeoutMs: opts.upstreamTimeoutMs, client: opts.upstreamClient })
+    : opts.forwarder
 
   let known = new Set()
   const table = new RoutingTable({
@@ -107,7 +110,8 @@ function createFrontend (options = {}) {
     res.set('Content-Type', metrics.registry.contentType).send(text)
   })
   reserved.use(jsonErrorHandler(log))
-  const proxy = createProxyHandler({ table, router, forwarder, metrics, bufferLimit: opts.bufferLimit, holdMs: opts.holdMs, logger: log })
+  const keyRouter = createKeyRouter({ table, replicas: router, forwarder, metrics, holdMs: opts.holdMs, logger: log })
+  const proxy = createProxyHandler({ router: keyRouter, metrics, bufferLimit: opts.bufferLimit, logger: log })
   const onData = (req, res) => {
     if ((req.method === 'GET' || req.method === 'HEAD') && isReserved(req.url)) return reserved(req, res)
     proxy(req, res)
@@ -160,6 +164,10 @@ function createReplicaRouter (opts) {
     reportTtlMs: opts.serverReportTtlMs,
     reportDecay: opts.serverReportDecay
   })
+}
+
+function isForwarder (f) {
+  return f !== null && typeof f === 'object' && ['attempt', 'forget', 'close'].every((m) => typeof f[m] === 'function')
 }
 
 /** `/healthz` and `/metrics` (with or without a query) are the front end's own. */

@@ -2,6 +2,6 @@
 
 module.exports = {
   ...require('./frontend'),
-  ...require('./routing-table'),
+  ...require('../core/routing-table'),
   ...require('./cluster')
 }

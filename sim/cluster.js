@@ -69,7 +69,7 @@ function simulate (spec, options = {}) {
   const clock = o.clock || (() => performance.now())
   const rngArrivals = createRng(deriveSeed(o.seed, 'arrivals'))
   const rngKeys = createRng(deriveSeed(o.seed, 'keys'))
-  // Replica choice, as the front end makes it (frontend/replica-router.js): its
+  // Replica choice, as the front end makes it (core/replica-router.js): its
   // view is its own in-flight count per server, here the modelled servers'.
   const rngChoice = createRng(deriveSeed(o.seed, 'replica-choice'))
   const nextChoice = () => rngChoice.next()
@@ -345,7 +345,7 @@ function refine (a, target) {
  * server admits it (the primary; the first holder when the primary does not
  * admit it yet; the primary when nobody does), and `candidates`, the
  * admitters' indices when several admit it (primary first), else null: the
- * same tables frontend/replica-router.js builds. Every request is treated as
+ * same tables core/replica-router.js builds. Every request is treated as
  * a read (the simulator does not model the get/set mix), so a replicated
  * slice's requests are spread by the replica-choice policy.
  */

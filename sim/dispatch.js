@@ -10,7 +10,7 @@ const { PARETO_ALPHA } = require('./service-time')
  * Cluster-Based Servers") on the simulator: a front-end dispatcher in front
  * of K back-end servers, every job placed by the front end's own replica
  * choice (core/replica-choice.js `choose` over a ReplicaLoad, exactly as
- * frontend/replica-router.js calls it), on a heavy-tailed trace of our own
+ * core/replica-router.js calls it), on a heavy-tailed trace of our own
  * making, under light, medium and heavy load, with preemption (processor
  * sharing: a server's jobs run at once, each at 1/n speed, the limit of the
  * paper's round-robin quantum) and without (FIFO, one job at a time).

@@ -94,7 +94,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
    * The other replicas a write must hold and fence, after checking that this
    * server is the slice's writer: its primary, or (while the primary does not
    * admit the slice yet: a handoff that gives it replicas) its first admitter,
-   * the front end's rule (frontend/replica-router.js).
+   * the front end's rule (core/replica-router.js).
    */
   function writeReplicas (req) {
     const servers = req.chopperReplicas

@@ -49,6 +49,11 @@ const assignment = {
   servers: { noop: { url: flags.backend } }
 }
 const options = { host: flags.host, port: flags.port, forwarder: flags.forwarder, dataServer: flags['data-server'], upstreamClient: flags.client }
+if (flags.forwarder === 'axios') {
+  // In-process only: the axios forwarder is a bench comparison, not a front end option.
+  const { AxiosForwarder } = require('../lib/axios-forwarder')
+  options.forwarder = new AxiosForwarder({ connections: 64, timeoutMs: 30000 })
+}
 
 async function startSingle () {
   const { createFrontend } = require('../../frontend')

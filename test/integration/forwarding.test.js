@@ -5,6 +5,10 @@ const { createFrontend } = require('../../frontend')
 const { createAppServer } = require('../../appserver-lib/index.js')
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { call, putJson } = require('../helpers/http')
+const { AxiosForwarder } = require('../../bench/lib/axios-forwarder')
+
+/** 'axios': the bench's axios forwarder, injected (the front end ships only undici's). */
+const forwarderFor = (name) => (name === 'axios' ? new AxiosForwarder({ connections: 64, timeoutMs: 30000 }) : name)
 
 /** An app that echoes what it received, so forwarding can be checked byte for byte. */
 function echoApp () {
@@ -38,7 +42,7 @@ describe('front-end forwarding', () => {
 
   for (const [forwarder, dataServer] of [['undici', 'fast'], ['axios', 'fast'], ['undici', 'node']]) {
     test(`${forwarder}, ${dataServer} data server: forwards method, path, query, headers and a body, small (buffered) and large (streamed)`, async () => {
-      const { fe } = await setup({ forwarder, dataServer })
+      const { fe } = await setup({ forwarder: forwarderFor(forwarder), dataServer })
       for (const size of [10, 300000]) {
         const body = Buffer.alloc(size, 7)
         const r = await call(`${fe.urls.url}/some/path?key=k1&x=y%20z`, { method: 'POST', headers: { 'x-custom': 'hello', 'content-type': 'application/octet-stream' }, body })

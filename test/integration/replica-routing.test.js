@@ -7,6 +7,10 @@ const { createAppServer } = require('../../appserver-lib/index.js')
 const { KEYSPACE_SIZE, sliceKey } = require('../../core/keyspace')
 const { pollUntil } = require('../../core/poll')
 const { call, putJson, runLimited } = require('../helpers/http')
+const { AxiosForwarder } = require('../../bench/lib/axios-forwarder')
+
+/** 'axios': the bench's axios forwarder, injected (the front end ships only undici's). */
+const forwarderFor = (name) => (name === 'axios' ? new AxiosForwarder({ connections: 64, timeoutMs: 30000 }) : name)
 
 const HALF = KEYSPACE_SIZE / 2
 /** Keys whose slice key falls in [lo, hi). */
@@ -226,7 +230,7 @@ describe('front end: replicated slices', () => {
         hot: ['a', 'c', 'd'],
         extraServers: dead,
         serverAssignment: { c: cMap },
-        frontendOptions: { forwarder, replicaChoice: 'random', replicaRng: seeded(5) }
+        frontendOptions: { forwarder: forwarderFor(forwarder), replicaChoice: 'random', replicaRng: seeded(5) }
       })
       // Reads: whichever replica is drawn, each is answered (another replica at once).
       const tasks = []

@@ -1,29 +1,32 @@
 'use strict'
 
-const http = require('node:http')
 const { Pool } = require('undici')
-const { UpstreamPool } = require('../core/upstream-h1')
-const axios = require('axios')
-const { RETRY_NEWER_MAP } = require('../core/http')
+const { UpstreamPool } = require('./upstream-h1')
+const { RETRY_NEWER_MAP } = require('./http')
 
 /**
- * Two interchangeable upstream clients for the hot forwarding path. Both
- * implement one forwarding attempt:
+ * The upstream side of a router (core/key-router.js): one forwarding attempt
+ * of a request to the app server the map names, with the answer streamed
+ * into a sink.
  *
- *   attempt(origin, { method, path, headers, body }, res, extra, done(err, null | { misdirected: true, generation })) → handle
+ *   attempt({ origin, request: { method, path, headers, body }, sink, extra, done, tracker, slot, size }) → handle
+ *
+ * One object per attempt, not positional arguments: the router fills it in
+ * once and the forwarder reads it; the answer comes back once, through
+ * `done(err, null | { misdirected: true, generation })`.
  *
  * `headers` is a flat [name, value, ...] list. On any answer but 421 (or a
  * 503 marked RETRY_NEWER_MAP: not applied, a newer map decides) the
- * response head goes straight to `res` (hop-by-hop headers dropped, `extra`
+ * response head goes straight to `sink` (hop-by-hop headers dropped, `extra`
  * [name, value, ...] appended), the body streams after it, and `done(null,
  * null)` says the attempt is committed. On those the body is discarded and
  * `done(null, { misdirected, generation })` lets the caller retry elsewhere.
  * A transport failure before the head is `done(err)` (err.code as undici
- * reports it); one after it destroys `res`. A callback, not a promise: the
+ * reports it); one after it destroys `sink`. A callback, not a promise: the
  * common case allocates no promise at all. The returned handle's `abort()`
- * stops the upstream request (the client left).
+ * stops the upstream request (the caller left).
  *
- * With a `tracker` (frontend/replica-router.js), `attempt` calls
+ * With a `tracker` (core/replica-router.js), `attempt` calls
  * `tracker.begin(slot, size)` as it dispatches and `tracker.end(slot, size)`
  * exactly once when the upstream exchange is over: the whole answer read, a
  * 421 drained, a transport error, or an abort. The in-flight counters replica
@@ -32,16 +35,17 @@ const { RETRY_NEWER_MAP } = require('../core/http')
  * sentAt)`, with the `performance.now()` at which the attempt was sent, and
  * is not forwarded.
  *
- * The default forwarder sends a request without a body, or with a body
- * already read whole (a Buffer), through core/upstream-h1.js (our own
- * keep-alive HTTP/1.1 client, which speaks undici's handler protocol) and one
- * with a streamed body through undici's `dispatch`; either streams the answer chunk by chunk into `res` with no
- * Readable in between and passes the raw header list through without
- * building an object (docs/frontend-performance.md). `client: 'undici'`
- * sends every request through undici. `res` may be Node's ServerResponse or
- * frontend/fast-http.js's response: only writeHead, write, end, destroy,
- * cork/uncork and the 'drain' and 'close' events are used.
- * bench/forwarding.js measures all of them, and axios.
+ * A request without a body, or with a body already read whole (a Buffer),
+ * goes through core/upstream-h1.js (our own keep-alive HTTP/1.1 client,
+ * which speaks undici's handler protocol) and one with a streamed body
+ * through undici's `dispatch`; either streams the answer chunk by chunk into
+ * `sink` with no Readable in between and passes the raw header list through
+ * without building an object (docs/frontend-performance.md). `client:
+ * 'undici'` sends every request through undici. The sink is the front end's
+ * response (Node's ServerResponse or frontend/fast-http.js's) or the
+ * client's (client/handler-sink.js): only writeHead, write, end, destroy,
+ * `destroyed`, cork/uncork and the 'drain' event are used.
+ * bench/forwarding.js measures them, and axios (bench/lib/axios-forwarder.js).
  */
 
 // RFC 9110 7.6.1 connection-specific headers are never forwarded; the ones
@@ -49,7 +53,7 @@ const { RETRY_NEWER_MAP } = require('../core/http')
 // signature headers are dropped too: the data port carries no signed calls
 // (docs/security.md).
 // An app server's count of the requests it holds (appserver-lib), for replica
-// choice (frontend/replica-router.js `report`): ours, not the client's.
+// choice (core/replica-router.js `report`): ours, not the client's.
 const INFLIGHT = 'x-chopper-inflight'
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'x-served-by', 'x-chopper-generation', 'x-chopper-timestamp', 'x-chopper-nonce', 'x-chopper-signature', INFLIGHT])
 
@@ -105,8 +109,8 @@ function generationOf (raw) {
  * transport error before the head.
  */
 class ForwardHandler {
-  constructor (res, extra, done, tracker, slot, size) {
-    this.res = res
+  constructor ({ sink, extra, done, tracker = null, slot = 0, size = 1 }) {
+    this.res = sink
     this.extra = extra
     this.done = done
     this.tracker = tracker // null: not counted
@@ -183,6 +187,10 @@ function abortUpstream (res, handle) {
 }
 
 class UndiciForwarder {
+  /**
+   * @param {{ connections: number, timeoutMs: number, client?: 'chopper'|'undici' }} options
+   *   connections: keep-alive connections per app server
+   */
   constructor ({ connections, timeoutMs, client = 'chopper' }) {
     this.connections = connections
     this.timeoutMs = timeoutMs
@@ -215,12 +223,14 @@ class UndiciForwarder {
     return pool
   }
 
-  attempt (origin, request, res, extra, done, tracker = null, slot = 0, size = 1) {
-    const handler = new ForwardHandler(res, extra, done, tracker, slot, size)
-    if (tracker !== null) tracker.begin(slot, size)
-    if (this.own !== null && (request.body === null || Buffer.isBuffer(request.body))) this.#ownPool(origin).dispatch(request, handler)
-    else this.#pool(origin).dispatch(request, handler)
-    return handler // its abort() stops the upstream request when the client leaves
+  /** One attempt (see the top of this file); returns the handle whose abort() stops it. */
+  attempt (a) {
+    const handler = new ForwardHandler(a)
+    if (handler.tracker !== null) handler.tracker.begin(handler.slot, handler.size)
+    const request = a.request
+    if (this.own !== null && (request.body === null || Buffer.isBuffer(request.body))) this.#ownPool(a.origin).dispatch(request, handler)
+    else this.#pool(a.origin).dispatch(request, handler)
+    return handler
   }
 
   /** Drop the pool of a server that left the assignment. */
@@ -248,96 +258,4 @@ class UndiciForwarder {
   }
 }
 
-class AxiosForwarder {
-  constructor ({ connections, timeoutMs }) {
-    this.agent = new http.Agent({ keepAlive: true, maxSockets: connections })
-    this.http = axios.create({
-      httpAgent: this.agent,
-      timeout: timeoutMs,
-      responseType: 'stream',
-      validateStatus: () => true,
-      maxRedirects: 0,
-      decompress: false,
-      transformRequest: [(data) => data]
-    })
-  }
-
-  attempt (origin, request, res, extra, done, tracker = null, slot = 0, size = 1) {
-    const handle = { abort: null }
-    let ended = tracker === null
-    const end = () => {
-      if (ended) return
-      ended = true
-      tracker.end(slot, size)
-    }
-    if (tracker !== null) tracker.begin(slot, size)
-    handle.sentAt = tracker === null ? 0 : performance.now()
-    this.#attempt(origin, request, res, extra, handle, end, tracker, slot).then((outcome) => done(null, outcome), (err) => { end(); done(err) })
-    return handle
-  }
-
-  async #attempt (origin, { method, path, headers, body }, res, extra, handle, end, tracker, slot) {
-    const object = {}
-    for (let i = 0; i < headers.length; i += 2) object[headers[i]] = headers[i + 1]
-    let upstream
-    // The client may leave before the head arrives: abortUpstream cancels the request.
-    const cancel = new AbortController()
-    handle.abort = () => cancel.abort()
-    try {
-      upstream = await this.http.request({ url: origin + path, method, headers: object, data: body, signal: cancel.signal })
-    } catch (err) {
-      if (res.destroyed) { end(); return null } // the client left: nothing to retry for
-      // Map axios' wrapper to the underlying socket code, as undici reports it.
-      if (err.code === 'ECONNABORTED') err.code = 'UND_ERR_HEADERS_TIMEOUT'
-      throw err
-    }
-    const stream = upstream.data
-    // The exchange is over when the upstream body ended, failed or was destroyed.
-    stream.once('end', end)
-    stream.once('close', end)
-    stream.once('error', end)
-    if (res.destroyed) { // the client left while we waited for the head
-      stream.destroy()
-      return null
-    }
-    if (upstream.status === 421 || (upstream.status === 503 && upstream.headers[RETRY_NEWER_MAP.name] === RETRY_NEWER_MAP.value)) {
-      stream.resume()
-      return { misdirected: true, generation: Number(upstream.headers['x-chopper-generation']) }
-    }
-    const raw = []
-    for (const [name, value] of Object.entries(upstream.headers)) {
-      if (Array.isArray(value)) for (const v of value) raw.push(name, String(v))
-      else if (value !== undefined) raw.push(name, String(value))
-    }
-    const forwarded = []
-    const inflight = appendResponseHeaders(raw, forwarded)
-    if (inflight !== -1 && tracker !== null) tracker.report(slot, inflight, handle.sentAt)
-    res.writeHead(upstream.status, forwarded.concat(extra))
-    stream.once('error', (err) => res.destroy(err))
-    handle.abort = () => stream.destroy()
-    // By hand, not pipe(): `res` may be the data server's own response
-    // (frontend/fast-http.js), which has write/end/'drain' and no more.
-    const resume = () => stream.resume()
-    stream.on('data', (chunk) => {
-      if (!res.write(chunk)) {
-        stream.pause()
-        res.once('drain', resume)
-      }
-    })
-    stream.once('end', () => res.end())
-    return null
-  }
-
-  forget () {}
-
-  async close () {
-    this.agent.destroy()
-  }
-}
-
-/** @param {'undici'|'axios'} kind */
-function createForwarder (kind, options) {
-  return kind === 'axios' ? new AxiosForwarder(options) : new UndiciForwarder(options)
-}
-
-module.exports = { createForwarder, UndiciForwarder, AxiosForwarder, HOP_BY_HOP, abortUpstream }
+module.exports = { UndiciForwarder, ForwardHandler, HOP_BY_HOP, appendResponseHeaders, retriesOnNewerMap, abortUpstream }

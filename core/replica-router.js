@@ -1,11 +1,12 @@
 'use strict'
 
 const { performance } = require('node:perf_hooks')
-const { choose, leastConnected, checkPolicy, DEFER, ReplicaLoad } = require('../core/replica-choice')
-const { InvalidArgumentError } = require('../core/errors')
+const { choose, leastConnected, checkPolicy, DEFER, ReplicaLoad } = require('./replica-choice')
+const { InvalidArgumentError } = require('./errors')
+const { WaitList } = require('./wait-list')
 
 /**
- * The front end's side of replica choice (docs/replication.md, "Routing"):
+ * A router's side of replica choice (the front end's and the client's) (docs/replication.md, "Routing"):
  * which server takes a request, and the per-server counters the policies
  * read (core/replica-choice.js).
  *
@@ -19,7 +20,7 @@ const { InvalidArgumentError } = require('../core/errors')
  *
  * Every forwarding attempt is counted: begin when dispatched, end exactly
  * once when the upstream exchange is over, whatever the outcome
- * (frontend/forwarders.js calls both). The counters are this process's own:
+ * (core/forwarder.js calls both). The counters are this process's own:
  * several front ends, or node:cluster workers, do not see each other's
  * requests (the caveat of seed 003). So every answer from an app server
  * carries how many requests that server holds (appserver-lib's
@@ -68,7 +69,7 @@ class ReplicaRouter {
     this.target = null // Int32Array: slot per slice for writes and single-admitter slices
     this.primary = null // Int32Array: slot of each slice's primary
     this.candidates = null // per slice: Int32Array of admitter slots when >= 2 admit it, else null
-    this.waiting = [] // LC*: deferred long requests, oldest first
+    this.waiting = new WaitList() // LC*: deferred long requests, oldest first, tagged with their candidates
     this.stats = { deferred: 0, dispatched: 0, timedOut: 0, overflowed: 0, suspected: 0, avoided: 0 }
     // A replica that refused a connection has nothing in flight, so p2c would
     // keep choosing it until the controller drops it (its lease, 1.5 s): for
@@ -137,7 +138,7 @@ class ReplicaRouter {
     this.primary = primary
     this.candidates = candidates
     // Waiting requests choose again under the new map.
-    for (const w of this.waiting.splice(0)) w.wake(true)
+    this.waiting.wakeAll()
   }
 
   /**
@@ -252,18 +253,7 @@ class ReplicaRouter {
 
   /** Resolves true when woken (a long job ended on a candidate, or a new map), false at the timeout. */
   #wait (candidates, ms) {
-    return new Promise((resolve) => {
-      const w = {
-        candidates,
-        wake: (woken) => { clearTimeout(w.timer); resolve(woken) },
-        timer: setTimeout(() => {
-          const at = this.waiting.indexOf(w)
-          if (at !== -1) this.waiting.splice(at, 1)
-          resolve(false)
-        }, ms)
-      }
-      this.waiting.push(w)
-    })
+    return this.waiting.wait(ms, candidates)
   }
 
   /**
@@ -289,12 +279,7 @@ class ReplicaRouter {
     this.load.end(slot, size)
     if (this.waiting.length === 0 || size < this.load.longThreshold) return
     // A long job ended: the oldest request waiting for this server goes first.
-    for (let k = 0; k < this.waiting.length; k++) {
-      if (this.waiting[k].candidates.includes(slot)) {
-        this.waiting.splice(k, 1)[0].wake(true)
-        return
-      }
-    }
+    this.waiting.wakeFirst((candidates) => candidates.includes(slot))
   }
 
   /** In-flight requests per server id (servers with none left out), for /metrics and tests. */

@@ -1,11 +1,13 @@
 'use strict'
 
-const { SliceMap } = require('../core/slice-map')
-const { acceptsUpdate } = require('../core/assignment')
-const { silent } = require('../core/logger')
+const { SliceMap } = require('./slice-map')
+const { acceptsUpdate } = require('./assignment')
+const { silent } = require('./logger')
+const { WaitList } = require('./wait-list')
 
 /**
- * The front end's current slice map. Pushes and pulls both land here; an
+ * A router's current slice map (the front end's and the client's). Pushes
+ * and pulls both land here; an
  * invalid or stale assignment is rejected and the old map kept. Concurrent
  * refreshes (many requests hitting 421 at once) share one pull.
  */
@@ -19,7 +21,7 @@ class RoutingTable {
     this.onChange = onChange
     this.map = null
     this.inflight = null
-    this.waiters = []
+    this.waiters = new WaitList() // woken by every new map
     this.stats = { accepted: 0, rejected: 0, unchanged: 0, pullFailures: 0 }
   }
 
@@ -47,7 +49,7 @@ class RoutingTable {
     this.stats.accepted++
     this.logger.info({ generation: assignment.generation, slices: this.map.size }, 'assignment installed')
     this.onChange(this.map)
-    for (const w of this.waiters.splice(0)) w()
+    this.waiters.wakeAll()
     return true
   }
 
@@ -61,15 +63,7 @@ class RoutingTable {
     while (this.generation <= generation) {
       const left = deadline - Date.now()
       if (left <= 0) break
-      await new Promise((resolve) => {
-        const done = () => { clearTimeout(timer); resolve() }
-        const timer = setTimeout(() => {
-          const at = this.waiters.indexOf(done)
-          if (at !== -1) this.waiters.splice(at, 1)
-          resolve()
-        }, Math.min(left, pullEveryMs))
-        this.waiters.push(done)
-      })
+      await this.waiters.wait(Math.min(left, pullEveryMs))
       if (this.generation <= generation) await this.refresh()
     }
     return this.map
