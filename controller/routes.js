@@ -4,7 +4,7 @@ const express = require('express')
 const { KEYSPACE_SIZE, sliceKey } = require('../core/keyspace')
 const { jsonErrorHandler, notFound } = require('../core/http')
 const { InvalidArgumentError, NoAssignmentError, UnknownServerError, NotLeaderError, MalformedBodyError, PayloadTooLargeError, statusOf, toHttpBody } = require('../core/errors')
-const { RequestVerifier, verifyMiddleware, jsonWithRawBody } = require('../core/cluster-auth')
+const { RequestVerifier, verifyMiddleware, jsonWithRawBody, readVerifier } = require('../core/cluster-auth')
 const { dashboardRoutes } = require('./dashboard/routes')
 const { ID } = require('./options')
 const { createMemberCalls, encode, URL_RE } = require('./member-calls')
@@ -41,8 +41,9 @@ function createRoutes (c) {
   })
   // With a cluster token, the member and operator routes (every change, and
   // the assignment) take signed calls only; status, health, metrics and the
-  // dashboard stay open, read-only (docs/security.md).
-  app.use(memberRoutes, verifyMiddleware(verifier))
+  // dashboard stay open, read-only (docs/security.md). A client's read
+  // credential reads the assignment (GET) and nothing else.
+  app.use(memberRoutes, verifyMiddleware(verifier, { reads: readVerifier(c.opts.clusterToken) }))
   app.post('/v1/servers', (req, res) => {
     sendJson(res.status(201), ...register(req.body))
   })

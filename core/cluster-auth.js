@@ -3,9 +3,11 @@
 const crypto = require('node:crypto')
 const express = require('express')
 const { InvalidArgumentError, UnauthenticatedError, ForbiddenError, ReplayCacheFullError } = require('./errors')
+const { HEADERS, CREDENTIAL_HEADER, MIN_TOKEN_LENGTH, validateToken, bodyBytes, mac, signRequest, readCredential } = require('./request-signing')
 
 /**
- * The authenticated control plane (docs/security.md): every control call
+ * The authenticated control plane (docs/security.md), the receiver's side
+ * (signing: core/request-signing.js): every control call
  * carries an HMAC-SHA256 of its method, path with query, a timestamp, a
  * one-time nonce and its body's SHA-256, keyed by the cluster token
  * (CHOPPER_CLUSTER_TOKEN). A receiver accepts a call only when the signature
@@ -14,67 +16,11 @@ const { InvalidArgumentError, UnauthenticatedError, ForbiddenError, ReplayCacheF
  * altered in its path or body.
  */
 
-const HEADERS = Object.freeze({
-  timestamp: 'x-chopper-timestamp',
-  nonce: 'x-chopper-nonce',
-  signature: 'x-chopper-signature'
-})
 const MAP_HEADER = 'x-chopper-map-signature'
 const MAP_SIGNATURE = /^(\d{1,15})\.([A-Za-z0-9_-]{43})$/
-const MIN_TOKEN_LENGTH = 16
 const TIMESTAMP = /^\d{1,15}$/
 const NONCE = /^[A-Za-z0-9_-]{8,64}$/
 const SIGNATURE = /^[A-Za-z0-9_-]{43}$/ // 32 bytes, base64url without padding
-const EMPTY = Buffer.alloc(0)
-
-/**
- * A cluster token option: undefined (unauthenticated) or a string of at
- * least 16 characters. The message names the option, never the value.
- * @returns {string|undefined}
- */
-function validateToken (token, name = 'clusterToken') {
-  if (token === undefined) return undefined
-  if (typeof token !== 'string' || token.length < MIN_TOKEN_LENGTH) {
-    throw new InvalidArgumentError(`invalid ${name}: expected a string of at least ${MIN_TOKEN_LENGTH} characters (the shared cluster secret, CHOPPER_CLUSTER_TOKEN)`)
-  }
-  return token
-}
-
-function bodyBytes (body) {
-  if (body === undefined || body === null) return EMPTY
-  if (Buffer.isBuffer(body)) return body
-  if (typeof body === 'string') return Buffer.from(body, 'utf8')
-  throw new InvalidArgumentError('invalid body: expected a string, a Buffer or undefined')
-}
-
-/**
- * The signed string. `context` (optional) binds more of the request than its
- * method, path and body, e.g. headers the receiver acts on; both sides must
- * compute it alike. Without one the string is the five lines only.
- */
-function mac (token, method, path, timestamp, nonce, body, context) {
-  const bodyHash = crypto.createHash('sha256').update(bodyBytes(body)).digest('hex')
-  const h = crypto.createHmac('sha256', token)
-  h.update(`${String(method).toUpperCase()}\n${path}\n${timestamp}\n${nonce}\n${bodyHash}`)
-  if (context) h.update(`\n${context}`)
-  return h.digest()
-}
-
-/**
- * Sign one request.
- * @param {{ token: string, method: string, path: string, body?: string|Buffer, now?: number, nonce?: string, context?: string }} request
- *   path: the path with its query, exactly as sent; body: its exact bytes
- * @returns {{ 'x-chopper-timestamp': string, 'x-chopper-nonce': string, 'x-chopper-signature': string }}
- */
-function signRequest ({ token, method, path, body, now = Date.now(), nonce = crypto.randomBytes(12).toString('base64url'), context }) {
-  if (validateToken(token, 'token') === undefined) throw new InvalidArgumentError('invalid token: expected the cluster token')
-  const timestamp = String(Math.floor(now))
-  return {
-    [HEADERS.timestamp]: timestamp,
-    [HEADERS.nonce]: nonce,
-    [HEADERS.signature]: mac(token, method, path, timestamp, nonce, body, context).toString('base64url')
-  }
-}
 
 /**
  * A map push signed once for every target (docs/security.md, "Signed maps"):
@@ -212,20 +158,40 @@ class RequestVerifier {
  * Express middleware verifying each request with `verifier` (after the body
  * parser: see jsonWithRawBody); a pass-through when `verifier` is null (no
  * cluster token configured). With `maps`, a map-signed push (signMap) is
- * taken too. Errors go to the app's JSON error handler.
+ * taken too. With `reads` (readVerifier), a GET or HEAD signed with the read
+ * credential (X-Chopper-Credential: read) is taken too; any other call
+ * claiming it is refused, 403. Errors go to the app's JSON error handler.
  */
-function verifyMiddleware (verifier, { maps = false } = {}) {
+function verifyMiddleware (verifier, { maps = false, reads = null } = {}) {
   if (!verifier) return function unauthenticated (req, res, next) { next() }
   return function verifySignature (req, res, next) {
     try {
-      // A map push may be signed once for all targets instead (signMap).
-      if (maps && req.headers[MAP_HEADER] !== undefined) verifier.verifyMap({ headers: req.headers, rawBody: req.rawBody })
-      else verifier.verify({ method: req.method, path: req.originalUrl, headers: req.headers, rawBody: req.rawBody })
+      if (req.headers[CREDENTIAL_HEADER] !== undefined) {
+        if (!reads || req.headers[CREDENTIAL_HEADER] !== 'read' || (req.method !== 'GET' && req.method !== 'HEAD')) {
+          verifier.stats.forbidden++
+          throw new ForbiddenError('a read credential signs map reads (GET) only: this call takes the cluster token')
+        }
+        reads.verify({ method: req.method, path: req.originalUrl, headers: req.headers, rawBody: req.rawBody })
+      } else if (maps && req.headers[MAP_HEADER] !== undefined) {
+        // A map push may be signed once for all targets instead (signMap).
+        verifier.verifyMap({ headers: req.headers, rawBody: req.rawBody })
+      } else {
+        verifier.verify({ method: req.method, path: req.originalUrl, headers: req.headers, rawBody: req.rawBody })
+      }
       next()
     } catch (err) {
       next(err)
     }
   }
+}
+
+/**
+ * The verifier of calls signed with the cluster's read credential
+ * (core/request-signing.js readCredential), or null without a token.
+ * @param {string|undefined} clusterToken
+ */
+function readVerifier (clusterToken) {
+  return clusterToken === undefined ? null : new RequestVerifier({ token: readCredential(clusterToken) })
 }
 
 /**
@@ -245,4 +211,4 @@ function warnUnauthenticated (logger) {
   logger.warn('control plane unauthenticated: set clusterToken / CHOPPER_CLUSTER_TOKEN')
 }
 
-module.exports = { signRequest, signMap, hashBody, RequestVerifier, verifyMiddleware, jsonWithRawBody, validateToken, warnUnauthenticated, HEADERS, MAP_HEADER, MIN_TOKEN_LENGTH }
+module.exports = { signRequest, signMap, hashBody, RequestVerifier, verifyMiddleware, jsonWithRawBody, validateToken, warnUnauthenticated, readVerifier, HEADERS, MAP_HEADER, MIN_TOKEN_LENGTH }

@@ -55,7 +55,7 @@ const { RETRY_NEWER_MAP } = require('./http')
 // An app server's count of the requests it holds (appserver-lib), for replica
 // choice (core/replica-router.js `report`): ours, not the client's.
 const INFLIGHT = 'x-chopper-inflight'
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'x-served-by', 'x-chopper-generation', 'x-chopper-timestamp', 'x-chopper-nonce', 'x-chopper-signature', INFLIGHT])
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'x-served-by', 'x-chopper-generation', 'x-chopper-timestamp', 'x-chopper-nonce', 'x-chopper-signature', 'x-chopper-credential', INFLIGHT])
 
 const HOP_LENGTHS = new Set([...HOP_BY_HOP].map((n) => n.length))
 
@@ -258,4 +258,17 @@ class UndiciForwarder {
   }
 }
 
-module.exports = { UndiciForwarder, ForwardHandler, HOP_BY_HOP, appendResponseHeaders, retriesOnNewerMap, abortUpstream }
+/**
+ * A RoutingTable onChange (core/routing-table.js): close `forwarder`'s
+ * connections to servers that left the map, so their sockets do not linger.
+ */
+function forgetDeparted (forwarder) {
+  let known = new Set()
+  return function forget (map) {
+    const now = new Set(Object.values(map.assignment.servers).map((s) => s.url))
+    for (const url of known) if (!now.has(url)) forwarder.forget(url)
+    known = now
+  }
+}
+
+module.exports = { UndiciForwarder, forgetDeparted, ForwardHandler, HOP_BY_HOP, appendResponseHeaders, retriesOnNewerMap, abortUpstream }

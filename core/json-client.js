@@ -2,7 +2,7 @@
 
 const { Agent, request } = require('undici')
 const { InvalidArgumentError, PeerStatusError, TimeoutError } = require('./errors')
-const { signRequest, validateToken } = require('./cluster-auth')
+const { signRequest, validateToken } = require('./request-signing')
 
 const EMPTY = Buffer.alloc(0)
 
