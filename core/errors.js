@@ -47,6 +47,8 @@ const TABLE = {
   MemberConflictError: ['CHOPPER_ERR_ID_IN_USE', 409],
   // a lease stream (core/lease-stream-protocol.js) broke: a bad frame, or closed with renewals in flight
   LeaseStreamError: ['CHOPPER_ERR_LEASE_STREAM', 502],
+  // @chopper/client (client/): a request after close()
+  ClientClosedError: ['CHOPPER_ERR_CLIENT_CLOSED', 503],
   InternalError: ['CHOPPER_ERR_INTERNAL', 500]
 }
 

@@ -319,4 +319,28 @@ function sizeFromQuery (param, power = 1) {
   }
 }
 
-module.exports = { ReplicaRouter, sizeFromQuery, DEFER }
+/**
+ * The replica router from a router's options (the front end's and the
+ * client's share these names: replicaChoice, sizeOf, replicaSizeParam,
+ * replicaSizePower, lcstarThreshold, lcstarMaxDeferred, lcstarMaxWaitMs,
+ * replicaRng, serverReportTtlMs, serverReportDecay), each checked by name.
+ */
+function createReplicaRouter (opts) {
+  if (opts.sizeOf !== undefined && opts.replicaSizeParam !== undefined) throw new InvalidArgumentError('invalid sizeOf: pass sizeOf or replicaSizeParam, not both')
+  const sizeOf = opts.replicaSizeParam !== undefined ? sizeFromQuery(opts.replicaSizeParam, opts.replicaSizePower) : opts.sizeOf
+  const t = opts.lcstarThreshold
+  if (t !== undefined && (typeof t !== 'number' || !(t > 0))) throw new InvalidArgumentError('invalid lcstarThreshold: expected a number > 0')
+  if (opts.replicaRng !== undefined && typeof opts.replicaRng !== 'function') throw new InvalidArgumentError('invalid replicaRng: expected a function () => number in [0, 1)')
+  return new ReplicaRouter({
+    policy: opts.replicaChoice,
+    sizeOf,
+    longThreshold: t === undefined ? Infinity : t,
+    maxDeferred: opts.lcstarMaxDeferred,
+    maxWaitMs: opts.lcstarMaxWaitMs,
+    rng: opts.replicaRng,
+    reportTtlMs: opts.serverReportTtlMs,
+    reportDecay: opts.serverReportDecay
+  })
+}
+
+module.exports = { ReplicaRouter, createReplicaRouter, sizeFromQuery, DEFER }

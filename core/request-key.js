@@ -22,14 +22,20 @@ function defaultKeyFrom (req) {
  * @returns {string|undefined}
  */
 function keyFromRawRequest (req) {
-  const q = keyFromUrl(req.url)
-  if (q !== undefined) return q.length > 0 ? q : headerKey(req)
-  return headerKey(req)
+  return keyFromParts(req.url, req.headers['x-chopper-key'])
 }
 
-function headerKey (req) {
-  const h = req.headers['x-chopper-key']
-  return typeof h === 'string' && h.length > 0 ? h : undefined
+/**
+ * The same rule from a request target and its X-Chopper-Key header value
+ * (the client's dispatcher has no request object).
+ * @param {string} url the path with its query
+ * @param {string|undefined} header
+ * @returns {string|undefined}
+ */
+function keyFromParts (url, header) {
+  const q = keyFromUrl(url)
+  if (q !== undefined && q.length > 0) return q
+  return typeof header === 'string' && header.length > 0 ? header : undefined
 }
 
 /**
@@ -94,4 +100,4 @@ function decode (raw) {
   }
 }
 
-module.exports = { defaultKeyFrom, keyFromRawRequest, keyFromUrl }
+module.exports = { defaultKeyFrom, keyFromRawRequest, keyFromParts, keyFromUrl }

@@ -3,12 +3,12 @@
 const http = require('node:http')
 const express = require('express')
 const { RoutingTable } = require('../core/routing-table')
-const { UndiciForwarder } = require('../core/forwarder')
+const { UndiciForwarder, forgetDeparted } = require('../core/forwarder')
 const { createKeyRouter } = require('../core/key-router')
 const { createProxyHandler } = require('./proxy')
 const { createFastServer } = require('./fast-http')
 const { createFrontendMetrics } = require('./metrics')
-const { ReplicaRouter, sizeFromQuery } = require('../core/replica-router')
+const { createReplicaRouter } = require('../core/replica-router')
 const { ControllerClient, parseControllerUrls } = require('../core/controller-client')
 const { createControlPlane } = require('./control-plane')
 const { jsonErrorHandler, listen, close } = require('../core/http')
@@ -82,16 +82,10 @@ function createFrontend (options = {}) {
     ? new UndiciForwarder({ connections: opts.connections, timeoutMs: opts.upstreamTimeoutMs, client: opts.upstreamClient })
     : opts.forwarder
 
-  let known = new Set()
   const table = new RoutingTable({
     pull: client ? async () => resolveMap(table.map && table.map.assignment, await client.getAssignment(table.generation)) : undefined,
     logger: log,
-    onChange (map) {
-      // Close pools of servers that left, so their sockets do not linger.
-      const now = new Set(Object.values(map.assignment.servers).map((s) => s.url))
-      for (const url of known) if (!now.has(url)) forwarder.forget(url)
-      known = now
-    }
+    onChange: forgetDeparted(forwarder)
   })
   const metrics = createFrontendMetrics({ table, inflight: () => router.inflight(), defaultMetrics: opts.defaultMetrics })
   router.attachMetrics(metrics)
@@ -145,25 +139,6 @@ function createFrontend (options = {}) {
   }
 
   return { id, start, close: closeFrontend, table, metrics, replicas: router, get urls () { return urls } }
-}
-
-/** The replica router from the front end's options, each checked by name. */
-function createReplicaRouter (opts) {
-  if (opts.sizeOf !== undefined && opts.replicaSizeParam !== undefined) throw new InvalidArgumentError('invalid sizeOf: pass sizeOf or replicaSizeParam, not both')
-  const sizeOf = opts.replicaSizeParam !== undefined ? sizeFromQuery(opts.replicaSizeParam, opts.replicaSizePower) : opts.sizeOf
-  const t = opts.lcstarThreshold
-  if (t !== undefined && (typeof t !== 'number' || !(t > 0))) throw new InvalidArgumentError('invalid lcstarThreshold: expected a number > 0')
-  if (opts.replicaRng !== undefined && typeof opts.replicaRng !== 'function') throw new InvalidArgumentError('invalid replicaRng: expected a function () => number in [0, 1)')
-  return new ReplicaRouter({
-    policy: opts.replicaChoice,
-    sizeOf,
-    longThreshold: t === undefined ? Infinity : t,
-    maxDeferred: opts.lcstarMaxDeferred,
-    maxWaitMs: opts.lcstarMaxWaitMs,
-    rng: opts.replicaRng,
-    reportTtlMs: opts.serverReportTtlMs,
-    reportDecay: opts.serverReportDecay
-  })
 }
 
 function isForwarder (f) {
