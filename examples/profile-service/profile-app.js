@@ -13,9 +13,14 @@ const { defaultKeyFrom } = require('@chopper/appserver-lib')
  * A real service would keep them in a shared store and use these hooks to
  * warm and drop a cache.
  *
+ * With `counter` (an axios instance whose adapter is a @chopper/client's:
+ * see server.js), each write also counts a hit for the user in the counter
+ * service (examples/ts-service), another sharded service: the call goes
+ * straight to the counter server that owns the user, with no front end.
+ *
  * @returns {{ app: import('express').Router, onAcquire: Function, onRelease: Function, size: () => number }}
  */
-function createProfileApp ({ log = () => {} } = {}) {
+function createProfileApp ({ log = () => {}, counter = null } = {}) {
   const profiles = new Map() // user -> { sliceKey, generation, profile }
   const app = express.Router()
   app.use(express.json({ limit: '16kb' }))
@@ -27,7 +32,7 @@ function createProfileApp ({ log = () => {} } = {}) {
     res.json({ user, profile: entry.profile, writtenAtGeneration: entry.generation })
   })
 
-  app.put('/profile', (req, res) => {
+  app.put('/profile', async (req, res) => {
     const user = defaultKeyFrom(req)
     if (req.body === null || typeof req.body !== 'object' || Array.isArray(req.body)) {
       return res.status(400).json({ error: { code: 'PROFILE_INVALID', message: 'expected a JSON object' } })
@@ -36,7 +41,14 @@ function createProfileApp ({ log = () => {} } = {}) {
     // under: a store shared by all servers would refuse a write older than the
     // newest one it has seen for the key (a fencing token).
     profiles.set(user, { sliceKey: req.sliceKey, generation: req.chopperGeneration, profile: req.body })
-    res.json({ user, stored: true, generation: req.chopperGeneration })
+    if (!counter) return res.json({ user, stored: true, generation: req.chopperGeneration })
+    let hits = null
+    try {
+      hits = (await counter.post('/hits', null, { params: { key: user } })).data.hits
+    } catch (err) {
+      log({ msg: 'counter call failed', user, code: err.code })
+    }
+    res.json({ user, stored: true, generation: req.chopperGeneration, hits })
   })
 
   function onAcquire (ranges, { generation }) {

@@ -3,7 +3,9 @@
 
 // Entry point: reads the environment, starts the profile service behind
 // Chopper, and drains on SIGTERM/SIGINT. Logs are JSON lines on stdout.
+const axios = require('axios')
 const { createAppServer } = require('@chopper/appserver-lib')
+const { createClient } = require('@chopper/client')
 const { createProfileApp } = require('./profile-app')
 
 const log = (fields) => process.stdout.write(JSON.stringify({ time: Date.now(), ...fields }) + '\n')
@@ -23,17 +25,29 @@ function readSettings (env) {
     port: port('CHOPPER_APP_PORT', 9000),
     controlPort: port('CHOPPER_APP_CONTROL_PORT', 9001),
     advertiseHost: env.CHOPPER_ADVERTISE_HOST || '127.0.0.1',
-    consistency: env.CHOPPER_CONSISTENCY || 'available'
+    consistency: env.CHOPPER_CONSISTENCY || 'available',
+    // The counter service (examples/ts-service), called through @chopper/client:
+    // its controller's URL (or members' control URLs), and with a cluster token its read credential.
+    counterUrl: env.CHOPPER_COUNTER_CONTROLLER_URL || undefined,
+    counterReadCredential: env.CHOPPER_COUNTER_READ_CREDENTIAL || undefined
   }
 }
 
 async function main () {
   let settings
   let server
-  const profiles = createProfileApp({ log })
+  let profiles
+  let counterClient = null
   try {
     settings = readSettings(process.env)
-    server = createAppServer({ ...settings, app: profiles.app, onAcquire: profiles.onAcquire, onRelease: profiles.onRelease })
+    if (settings.counterUrl) {
+      counterClient = createClient({ controllerUrl: settings.counterUrl, readCredential: settings.counterReadCredential })
+    }
+    // An axios instance that routes by key through the client: no front end between the services.
+    const counter = counterClient && axios.create({ adapter: counterClient.axiosAdapter, baseURL: 'http://counter' })
+    profiles = createProfileApp({ log, counter })
+    const { counterUrl, counterReadCredential, ...serverSettings } = settings
+    server = createAppServer({ ...serverSettings, app: profiles.app, onAcquire: profiles.onAcquire, onRelease: profiles.onRelease })
   } catch (err) {
     // A wrong setting: the message names it.
     process.stderr.write(`profile-service: ${err.message}\n`)
@@ -51,6 +65,7 @@ async function main () {
     // Hand our slices to other servers, let admitted requests finish, deregister.
     const result = await server.drain()
     await server.close()
+    if (counterClient) await counterClient.close()
     log({ msg: 'stopped', ...result, profiles: profiles.size() })
   }
   process.once('SIGTERM', () => stop('SIGTERM'))

@@ -1,7 +1,10 @@
 // A counter service in TypeScript behind Chopper: POST /hits?key=K counts a
 // hit for K on the server that owns K. It shows the typed API: options,
 // ownership hooks, req.sliceKey / req.chopperGeneration, the ShardGuard
-// without Express, and drain on SIGTERM.
+// without Express, and drain on SIGTERM. With CHOPPER_PROFILES_CONTROLLER_URL
+// it also names the user, read from the profile service
+// (examples/profile-service) through @chopper/client: straight to the
+// profile server that owns the key, no front end in between.
 import express from 'express'
 import type { Request, Response } from 'express'
 import {
@@ -15,6 +18,7 @@ import {
   type KeyRange,
   type OwnershipHook
 } from '@chopper/appserver-lib'
+import { createClient, type ChopperClient, type ClientOptions, type Lookup } from '@chopper/client'
 
 interface Counter {
   sliceKey: number
@@ -33,8 +37,26 @@ const keyFrom: KeyFrom = (req) => {
   return tenant !== undefined && tenant.length > 0 ? tenant : defaults.keyFrom(req)
 }
 
+// The profile service's client, when its controller is known.
+const profilesOptions: ClientOptions | null = process.env.CHOPPER_PROFILES_CONTROLLER_URL !== undefined
+  ? { controllerUrl: process.env.CHOPPER_PROFILES_CONTROLLER_URL, readCredential: process.env.CHOPPER_PROFILES_READ_CREDENTIAL, holdMs: 1000 }
+  : null
+const profiles: ChopperClient | null = profilesOptions === null ? null : createClient(profilesOptions)
+
+/** The user's profile name through the client (any URL host: the key routes), or null. */
+async function nameOf (user: string): Promise<string | null> {
+  if (profiles === null) return null
+  const res = await profiles.request({ method: 'GET', path: `/profile?key=${encodeURIComponent(user)}` })
+  if (res.statusCode !== 200) {
+    await res.body.dump()
+    return null
+  }
+  const body = await res.body.json() as { profile?: { name?: unknown } }
+  return typeof body.profile?.name === 'string' ? body.profile.name : null
+}
+
 const app = express.Router()
-app.post('/hits', (req: Request, res: Response) => {
+app.post('/hits', async (req: Request, res: Response) => {
   const key = keyFrom(req) as string // admitted, so present
   // Both are set by the shard guard before the app runs.
   const sliceKey = req.sliceKey ?? 0
@@ -43,7 +65,7 @@ app.post('/hits', (req: Request, res: Response) => {
   c.hits++
   c.generation = Math.max(c.generation, generation)
   counters.set(key, c)
-  res.json({ key, hits: c.hits, generation })
+  res.json({ key, hits: c.hits, generation, name: await nameOf(key).catch(() => null) })
 })
 
 const onRelease: OwnershipHook = (ranges: KeyRange[], { generation }) => {
@@ -92,12 +114,21 @@ function guardDemo (): void {
 
 async function main (): Promise<void> {
   guardDemo()
+  if (profiles !== null) {
+    // It routes once it has the map; until then names are null.
+    const generation: number = await profiles.ready({ timeoutMs: 5000 }).catch(() => 0)
+    if (generation > 0) {
+      const where: Lookup = profiles.lookup('user-42')
+      console.log(JSON.stringify({ msg: 'profiles map', generation, owner: where.servers[0]?.id }))
+    }
+  }
   const server = createAppServer(options)
   const { url, controlUrl } = await server.start()
   console.log(JSON.stringify({ msg: 'listening', url, controlUrl, generation: server.guard.generation }))
   process.once('SIGTERM', async () => {
     const { drained } = await server.drain()
     await server.close()
+    if (profiles !== null) await profiles.close()
     console.log(JSON.stringify({ msg: 'stopped', drained }))
   })
 }

@@ -10,7 +10,10 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { promisify } = require('node:util')
+const express = require('express')
 const { startLocalCluster } = require('../../cluster/local-cluster')
+const { createController } = require('../../controller')
+const { createAppServer } = require('../../appserver-lib/index.js')
 const { SliceMap } = require('../../core/slice-map')
 const { sliceKey } = require('../../core/keyspace')
 const { pollUntil } = require('../../core/poll')
@@ -20,6 +23,7 @@ const { call } = require('../helpers/http')
 const execFileP = promisify(execFile)
 const ROOT = path.resolve(__dirname, '../..')
 const PKG_DIR = path.join(ROOT, 'appserver-lib')
+const CLIENT_DIR = path.join(ROOT, 'client')
 const TSC = require.resolve('typescript/bin/tsc')
 
 // Under `npm test`, npm passes its run's context (npm_config_local_prefix,
@@ -60,6 +64,7 @@ describe('appserver-lib as a package', () => {
   let tarball
   let project
   let packed
+  let clientPacked
 
   beforeAll(async () => {
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'chopper-pack-'))
@@ -67,9 +72,16 @@ describe('appserver-lib as a package', () => {
     const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: PKG_DIR })
     packed = JSON.parse(stdout)[0]
     tarball = path.join(tmp, packed.filename)
+    clientPacked = JSON.parse((await run('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: CLIENT_DIR })).stdout)[0]
     project = path.join(tmp, 'profile-service')
     fs.cpSync(path.join(ROOT, 'examples/profile-service'), project, { recursive: true, filter: (src) => !src.includes('node_modules') })
-    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], { cwd: project, timeoutMs: 120000 })
+    // The example's file: links point into this repository; a user installs the tarballs.
+    const manifest = path.join(project, 'package.json')
+    const pkg = JSON.parse(fs.readFileSync(manifest, 'utf8'))
+    pkg.dependencies['@chopper/appserver-lib'] = `file:${tarball}`
+    pkg.dependencies['@chopper/client'] = `file:${path.join(tmp, clientPacked.filename)}`
+    fs.writeFileSync(manifest, JSON.stringify(pkg, null, 2))
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: project, timeoutMs: 120000 })
   }, 150000)
 
   afterAll(() => {
@@ -86,6 +98,24 @@ describe('appserver-lib as a package', () => {
     expect(files).not.toContain('dist/core/settings.js')
     // postpack cleaned up: the repository keeps no build output.
     expect(fs.existsSync(path.join(PKG_DIR, 'dist'))).toBe(false)
+  })
+
+  test('@chopper/client: the tarball holds the client, the core files it requires and the declarations; it loads outside the repository', async () => {
+    const files = clientPacked.files.map((f) => f.path).sort()
+    const { files: sources } = collect(path.join(CLIENT_DIR, 'index.js'))
+    const built = sources.map((f) => 'dist/' + path.relative(ROOT, f).split(path.sep).join('/'))
+    expect(files).toEqual(['README.md', ...built, 'index.d.ts', 'package.json'].sort())
+    // The shared router, and none of the server side.
+    expect(files).toEqual(expect.arrayContaining(['dist/client/index.js', 'dist/core/key-router.js', 'dist/core/replica-router.js', 'dist/core/request-signing.js']))
+    for (const f of ['dist/core/cluster-auth.js', 'dist/frontend/proxy.js', 'dist/appserver-lib/index.js']) expect(files).not.toContain(f)
+    expect(fs.existsSync(path.join(CLIENT_DIR, 'dist'))).toBe(false)
+    const cjs = await run(process.execPath, ['-e', `
+      const m = require('@chopper/client')
+      const c = m.createClient({ members: 'http://127.0.0.1:1', pollIntervalMs: 0 })
+      c.close().then(() => console.log(JSON.stringify({ keys: Object.keys(m).sort(), dispatcher: typeof c.dispatch, from: require.resolve('@chopper/client') })))`], { cwd: project })
+    const out = JSON.parse(cjs.stdout)
+    expect(out).toMatchObject({ keys: ['ChopperClient', 'createClient', 'defaults', 'readCredential'], dispatcher: 'function' })
+    expect(out.from).toBe(path.join(fs.realpathSync(project), 'node_modules/@chopper/client/dist/client/index.js'))
   })
 
   test('installed outside the repository, it loads from CommonJS and from ESM', async () => {
@@ -107,6 +137,28 @@ describe('appserver-lib as a package', () => {
   describe('the example service, installed from the tarball', () => {
     let cluster
     let service
+    const counters = []
+
+    /** A controller and one app server counting POST /hits?key=U (ts-service's API). */
+    async function counterCluster () {
+      const controller = createController({ periodMs: 600000, startupFenceMs: 0 })
+      await controller.start()
+      counters.push(() => controller.close())
+      const seen = []
+      const hits = new Map()
+      const app = express.Router()
+      app.post('/hits', (req, res) => {
+        const user = req.query.key
+        hits.set(user, (hits.get(user) || 0) + 1)
+        seen.push({ user, forwarded: req.headers['x-forwarded-for'] !== undefined })
+        res.json({ key: user, hits: hits.get(user) })
+      })
+      const server = createAppServer({ id: 'counter-1', app, controllerUrl: controller.url })
+      await server.start()
+      counters.push(() => server.close())
+      await pollUntil(() => server.guard.generation > 0 && server.guard.generation === (controller.published && controller.published.generation), { what: 'the counter cluster is up' })
+      return { url: controller.url, seen }
+    }
 
     afterEach(async () => {
       if (service) {
@@ -116,15 +168,19 @@ describe('appserver-lib as a package', () => {
       }
       if (cluster) await cluster.close()
       cluster = null
+      for (const close of counters.splice(0).reverse()) await close()
     })
 
     test('serves the keys it owns through the front end, refuses others with 421, and drains on SIGTERM', async () => {
       cluster = await startLocalCluster({ app: 'compute', servers: 1, frontends: 1, port: 0, periodMs: 60000, strategyOptions: { minReplicas: 1 } })
       const { controller } = cluster.controller
       const fe = cluster.frontends[0]
+      // The counter service, a cluster of its own that profile-service calls through @chopper/client.
+      const counter = await counterCluster()
       service = startService(project, {
         CHOPPER_SERVER_ID: 'profile-1',
         CHOPPER_CONTROLLER_URL: cluster.controller.url,
+        CHOPPER_COUNTER_CONTROLLER_URL: counter.url,
         CHOPPER_APP_HOST: '127.0.0.1',
         CHOPPER_APP_PORT: '0',
         CHOPPER_APP_CONTROL_PORT: '0'
@@ -148,7 +204,9 @@ describe('appserver-lib as a package', () => {
       const put = await call(`${fe.url}/profile?key=${mine}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'Ada' }) })
       expect(put.status).toBe(200)
       expect(put.headers['x-served-by']).toBe('profile-1')
-      expect(put.body).toEqual({ user: mine, stored: true, generation: a.generation })
+      expect(put.body).toEqual({ user: mine, stored: true, generation: a.generation, hits: 1 })
+      // Counted by the counter server that owns the user, reached with no front end in between.
+      expect(counter.seen).toEqual([{ user: mine, forwarded: false }])
       const get = await call(`${fe.url}/profile?key=${mine}`)
       expect(get.status).toBe(200)
       expect(get.headers['x-served-by']).toBe('profile-1')
@@ -178,17 +236,17 @@ describe('appserver-lib as a package', () => {
 
   describe('TypeScript declarations', () => {
     test('the TypeScript example type-checks (tsc --noEmit), in this repository and against the installed tarball', async () => {
-      await run(process.execPath, [TSC, '--noEmit', '-p', path.join(ROOT, 'examples/ts-service')], { cwd: ROOT })
+      await run(process.execPath, [TSC, '--noEmit', '-p', path.join(ROOT, 'examples/ts-service')], { cwd: ROOT, timeoutMs: 110000 })
       // In the temporary project the declarations and the @types they import
       // come from the tarball's dependencies alone.
       const copy = path.join(tmp, 'ts-service')
       fs.cpSync(path.join(ROOT, 'examples/ts-service'), copy, { recursive: true, filter: (src) => !/node_modules|dist/.test(path.relative(ROOT, src)) })
       fs.symlinkSync(path.join(project, 'node_modules'), path.join(copy, 'node_modules'), 'dir')
-      await run(process.execPath, [TSC, '--noEmit', '-p', copy], { cwd: copy })
-    }, 60000)
+      await run(process.execPath, [TSC, '--noEmit', '-p', copy], { cwd: copy, timeoutMs: 110000 })
+    }, 240000)
 
-    test('misuses are type errors (every @ts-expect-error in test/package/types/misuse.ts is needed)', async () => {
-      await run(process.execPath, [TSC, '-p', path.join(__dirname, 'types')], { cwd: ROOT })
-    }, 30000)
+    test('misuses are type errors (every @ts-expect-error in test/package/types/ is needed)', async () => {
+      await run(process.execPath, [TSC, '-p', path.join(__dirname, 'types')], { cwd: ROOT, timeoutMs: 85000 })
+    }, 90000)
   })
 })
