@@ -3,7 +3,7 @@
 const axios = require('axios')
 const { createController } = require('../../controller')
 const { startAppProcesses } = require('../../bench/lib/app-process')
-const { createClient } = require('../../client')
+const { createClient } = require('../../client/index.js')
 const { sliceKey } = require('../../core/keyspace')
 const { pollUntil } = require('../../core/poll')
 
