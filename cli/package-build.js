@@ -2,8 +2,8 @@
 
 // Builds <package>/dist/, the self-contained code of one of this
 // repository's npm packages (@chopper/appserver-lib, @chopper/client):
-// `npm pack` runs the package's scripts/build.js as `prepack`, and
-// `postpack` removes dist/ again.
+// `npm pack` runs this (or the package's scripts/build.js) as `prepack`, in
+// the package's folder, and `postpack` (with --clean) removes dist/ again.
 //
 // A package requires shared modules from ../core/. A tarball of the folder
 // alone would be broken, so this copies the package folder and every repository
@@ -143,3 +143,6 @@ function main (pkgDir, argv = process.argv) {
 }
 
 module.exports = { build, clean, collect, checkDependencies, main }
+
+// `node ../cli/package-build.js [--clean]` from a package's folder (its npm scripts).
+if (require.main === module) main(process.cwd())

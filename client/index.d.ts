@@ -68,21 +68,6 @@ export interface Lookup {
   servers: ServerRef[]
 }
 
-/** A slice of the map, as the controller publishes it. */
-export interface AssignmentSlice {
-  start: number
-  end: number
-  servers: string[]
-  moving?: boolean
-  holders?: string[]
-}
-
-export interface Assignment {
-  generation: number
-  slices: AssignmentSlice[]
-  servers: Record<string, { url: string }>
-}
-
 /**
  * A key-routing client: an undici Dispatcher that sends each request to the
  * app server owning its key (`?key=` or the X-Chopper-Key header).

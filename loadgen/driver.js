@@ -49,6 +49,8 @@ const DEFAULT_OPTIONS = Object.freeze({
   onWindow: null,
   /** Abort the run early; the result so far is still returned, with aborted: true. */
   signal: undefined,
+  /** An undici Dispatcher every request goes through instead of a Pool per target, e.g. @chopper/client routing by key in this process (targets are then only probed). The caller closes it. */
+  dispatcher: undefined,
   logger: silent
 })
 
@@ -77,6 +79,7 @@ function validateOptions (options) {
   if (typeof o.checkStaleReads !== 'boolean') throw new InvalidArgumentError(`checkStaleReads: expected true or false, got ${JSON.stringify(o.checkStaleReads)}`)
   if (![true, false, 'auto'].includes(o.progress)) throw new InvalidArgumentError(`progress: expected true, false or 'auto', got ${JSON.stringify(o.progress)}`)
   if (o.onWindow !== null && typeof o.onWindow !== 'function') throw new InvalidArgumentError('onWindow: expected a function')
+  if (o.dispatcher !== undefined && (o.dispatcher === null || typeof o.dispatcher.request !== 'function')) throw new InvalidArgumentError('dispatcher: expected an undici Dispatcher')
   return o
 }
 
@@ -101,13 +104,16 @@ async function run (spec, options = {}) {
   await Promise.all(o.targets.map((url) => probeTarget(url, o.probeTimeoutMs)))
   await warmUp()
 
-  const pools = o.targets.map((url) => new Pool(url.origin, {
-    connections: o.connections,
-    pipelining: 1,
-    headersTimeout: o.timeoutMs,
-    bodyTimeout: o.timeoutMs,
-    connect: { timeout: Math.min(o.timeoutMs, 10000) }
-  }))
+  const pools = o.dispatcher !== undefined
+    ? []
+    : o.targets.map((url) => new Pool(url.origin, {
+      connections: o.connections,
+      pipelining: 1,
+      headersTimeout: o.timeoutMs,
+      bodyTimeout: o.timeoutMs,
+      connect: { timeout: Math.min(o.timeoutMs, 10000) }
+    }))
+  const dispatchers = o.dispatcher !== undefined ? [o.dispatcher] : pools
   const rec = new Recorder({ workload, windowMs: o.windowMs, lagThresholdMs: o.lagThresholdMs, servers: o.servers, perKey: o.perKey })
   const values = valueSource(workload)
   const stale = o.checkStaleReads ? new StaleReads() : null
@@ -139,19 +145,21 @@ async function run (spec, options = {}) {
     // libuv's cached loop time can fire a timer up to ~1 ms before performance.now() reaches the
     // intended time. A request sent early is timed from its actual send, never from a later instant.
     const origin = o.mode === 'open' ? Math.min(intended, sendAt) : sendAt
-    const pool = pools[nextPool++ % pools.length]
+    const pool = dispatchers[nextPool++ % dispatchers.length]
     // A PUT always carries a body (maybe empty, with Content-Length: 0), like payload.lua's.
     let body = req.method === 'PUT' ? values(req) : undefined
     let written = -1
     if (stale !== null && body !== undefined) ({ body, id: written } = stale.write(req.key, body, sendAt))
     else if (stale !== null && req.method === 'DELETE') written = stale.remove(req.key, sendAt)
     const reads = stale !== null && req.method === 'GET'
-    return pool.request({
+    const request = {
       method: req.method,
       path: req.path,
       body,
       headers: body ? { 'content-type': workload.phases[req.phase].contentType } : undefined
-    }).then(async (res) => {
+    }
+    if (o.dispatcher !== undefined) request.origin = o.targets[0].origin // a Pool has its own; the client routes by key whatever it is
+    return pool.request(request).then(async (res) => {
       let bytes = 0
       let head = null // a GET's first chunk, for its value's tag
       // Latency ends when the whole body has arrived, not at the headers.

@@ -17,10 +17,13 @@ const { pollUntil } = require('../../core/poll')
  * state. The Chopper contenders use the front end's default replica choice
  * ('p2c', power of two choices on in-flight requests), except `chopper-lc`:
  * the same as `chopper` with least connected (`replicaChoice: 'lc'`), which
- * `frontendOptions` sets over --frontend-options.
+ * `frontendOptions` sets over --frontend-options. `chopper-client` runs no
+ * front end: the load generator routes through @chopper/client, straight to
+ * the app servers (its routing CPU is the load generator's, not a router's).
  */
 const CONTENDERS = Object.freeze({
   chopper: { label: 'Chopper', router: 'chopper front end', strategy: 'chopper', replication: 'on (strategy default: a standby for every slice, more for hot ones)' },
+  'chopper-client': { label: 'Chopper client', router: '@chopper/client in the load generator (no front end)', strategy: 'chopper', client: true, replication: 'on (as chopper); reads chosen in the caller, p2c on its own in-flight counts and the servers\' reports' },
   'chopper-lc': { label: 'Chopper, least connected', router: 'chopper front end', strategy: 'chopper', frontendOptions: Object.freeze({ replicaChoice: 'lc' }), replication: 'on (as chopper); reads to the replica with the fewest in flight' },
   'chopper-single': { label: 'Chopper, no replication', router: 'chopper front end', strategy: 'chopper', strategyOptions: Object.freeze({ replicate: false }), replication: 'off' },
   'chopper-hot-only': { label: 'Chopper, replicas for hot slices only', router: 'chopper front end', strategy: 'chopper', strategyOptions: Object.freeze({ minReplicas: 1 }), replication: 'minReplicas 1 (Slicer: only what is hot)' },
@@ -119,7 +122,8 @@ async function startChopperSide (c, experiment, ids, appOptions, closers, logger
   const controllerUrl = controller.url
   const servers = await startServers(experiment, ids, { appOptions, controllerUrl, clusterToken }, closers)
   const frontends = []
-  for (let i = 0; i < experiment.frontends; i++) {
+  // chopper-client: no front end; the load generator routes through @chopper/client (bench/experiments/harness.js).
+  for (let i = 0; i < (c.client ? 0 : experiment.frontends); i++) {
     const options = {
       id: `fe-${i + 1}`,
       host: '127.0.0.1',
@@ -151,7 +155,9 @@ async function startChopperSide (c, experiment, ids, appOptions, closers, logger
     return true
   }, { timeoutMs: 30000, intervalMs: 20, what: 'every component to hold the current assignment' })
   const routerPids = separate ? [controller.pid, ...frontends.map((f) => f.pid)] : []
-  return { target: frontends.map((f) => f.url), servers, controller: { url: controllerUrl, status: controller.status }, routerPids, haproxy: null }
+  // The client's targets are the app servers (probed; the client picks among them by key).
+  const target = c.client ? servers.map((s) => s.url) : frontends.map((f) => f.url)
+  return { target, servers, controller: { url: controllerUrl, status: controller.status }, routerPids, haproxy: null, client: c.client ? { controllerUrl } : null }
 }
 
 /** App servers without a controller (no ownership checks) behind a generated HAProxy. */

@@ -12,6 +12,7 @@ const { checkRepeats, rankedBy, runOrder, foldRuns } = require('./repeats')
 const { InvalidArgumentError } = require('../../core/errors')
 const { silent } = require('../../core/logger')
 const { JsonClient } = require('../../core/json-client')
+const { createClient, readCredential } = require('../../client/index.js')
 
 /** Every option of runScenario and its default. */
 const defaults = Object.freeze({
@@ -85,10 +86,16 @@ async function runScenario (scenario, options = {}) {
 
 async function runContender (name, experiment, workload, logger) {
   const sut = await startSutProcess(name, experiment)
+  let client = null
   try {
     // KV: tag every written value, so the run can tell which reads were stale (loadgen/stale-reads.js)
     const kv = experiment.app === 'kv-cache'
     const runOptions = { target: sut.target, servers: sut.serverIds, connections: experiment.connections, maxInFlight: 8192, timeoutMs: experiment.timeoutMs, windowMs: experiment.periodMs, logger }
+    // chopper-client: the load generator routes through @chopper/client, here.
+    if (sut.client) {
+      client = await startClient(sut.client, experiment)
+      runOptions.dispatcher = client
+    }
     // JIT warm-up of the fresh processes (scenario.js warmupWorkload): not measured, no measured key touched.
     let warmup = null
     if (experiment.warmupSeconds > 0) {
@@ -101,7 +108,7 @@ async function runContender (name, experiment, workload, logger) {
       preload = { requests: p.totals.scheduled, errors: p.totals.errorCount }
       if (p.totals.errorCount > 0) throw new InvalidArgumentError(`preload failed: ${p.totals.errorCount} of ${p.totals.scheduled} writes failed (${JSON.stringify(p.totals.status)})`)
     }
-    const replicaChoice = sut.hasController ? await replicaChoiceOf(sut.target) : null
+    const replicaChoice = client ? client.replicas.policy : sut.hasController ? await replicaChoiceOf(sut.target) : null
     const before = await sut.cacheCounters()
     // The app servers' kv counters as the measured run starts: the warm-up's and the preload's
     // writes (fresh processes, code not yet optimised, slow fences) are not the run's.
@@ -125,7 +132,33 @@ async function runContender (name, experiment, workload, logger) {
     const servers = sut.serverIds.map((id, i) => ({ id, pid: sut.processes.appServers[id], capacity: stats[i] && stats[i].capacity && pick(stats[i].capacity, ['served', 'busyMs', 'peakQueue', 'refused']), guard: stats[i] && stats[i].guard, kv: stats[i] && stats[i].kv, kvRun: stats[i] && counterDelta(kvBefore[i], stats[i].kv) }))
     return { warmup, preload, haproxyConfig: sut.haproxyConfig, targets: sut.target, replicaChoice, finalLayout, processes: sut.processes, servers, ...m, cpu }
   } finally {
+    if (client) await client.close()
     await sut.close()
+  }
+}
+
+/**
+ * The chopper-client contender's client, holding the controller's map: the
+ * front end's options as the experiment sets them (connections, timeout, and
+ * its --frontend-options' replica choice), its read credential when the run
+ * has a cluster token.
+ */
+async function startClient ({ controllerUrl }, experiment) {
+  const token = process.env.CHOPPER_CLUSTER_TOKEN || undefined
+  const { replicaChoice } = experiment.frontendOptions || {}
+  const client = createClient({
+    controllerUrl,
+    readCredential: token === undefined ? undefined : readCredential(token),
+    connections: experiment.connections,
+    upstreamTimeoutMs: experiment.timeoutMs + 5000,
+    ...(replicaChoice === undefined ? {} : { replicaChoice })
+  })
+  try {
+    await client.ready({ timeoutMs: 30000 })
+    return client
+  } catch (err) {
+    await client.close()
+    throw err
   }
 }
 

@@ -33,6 +33,7 @@ const handlers = {
       serverIds: sut.serverIds,
       haproxyConfig: sut.haproxy ? sut.haproxy.config : undefined,
       hasController: Boolean(sut.controller),
+      client: sut.client || null, // chopper-client: where the load generator's client reads the map
       // routers: Chopper's controller and front ends when each runs in a process of its own (children of this one)
       processes: { sut: process.pid, appServers: Object.fromEntries(sut.servers.map((s) => [s.id, s.pid])), routers: sut.routerPids || [], ...(sut.dynamoPid ? { dynamo: sut.dynamoPid } : {}) }
     }

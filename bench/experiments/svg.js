@@ -3,6 +3,7 @@
 /** Colours per contender, fixed so every plot in a report agrees. */
 const COLORS = Object.freeze({
   chopper: '#d62728',
+  'chopper-client': '#bcbd22',
   'chopper-lc': '#8c564b',
   'chopper-single': '#ff7f0e',
   'chopper-hot-only': '#e377c2',

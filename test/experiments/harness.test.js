@@ -12,7 +12,7 @@ const { affinityOf, recoveryPeriods, controllerRecoveryPeriods, errorsOf } = req
 const { headline, renderReport } = require('../../bench/experiments/report')
 const { defaults: kvDefaults } = require('../../apps/kv-cache/options')
 
-const CONTROLLED = ['chopper', 'chopper-lc', 'chopper-single', 'chopper-hot-only', 'consistent-hash']
+const CONTROLLED = ['chopper', 'chopper-client', 'chopper-lc', 'chopper-single', 'chopper-hot-only', 'consistent-hash']
 
 // A tiny compute scenario: two 1 s phases with different hot keys, 2 servers at ~50 % of the modelled capacity.
 const tiny = {
@@ -130,11 +130,12 @@ describe('experiments harness', () => {
     expect(new Set(s.contenders.map((c) => c.processes.sut)).size).toBe(CONTENDER_NAMES.length)
     // routers: 'shared' (the default): Chopper's controller and front ends in the SUT process
     for (const c of s.contenders) expect(c.processes.routers).toEqual([])
-    // The load went to both Chopper front ends, or to the one HAProxy.
+    // The load went to both Chopper front ends, or to the one HAProxy; the client's straight to the two app servers.
     for (const c of s.contenders) expect(c.targets).toHaveLength(CONTROLLED.includes(c.name) ? 2 : 1)
+    expect(s.contenders.find((c) => c.name === 'chopper-client').targets).toEqual(s.contenders.find((c) => c.name === 'chopper-client').servers.map(() => expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/)))
     // The replica choice each Chopper contender's front ends said they make (/healthz): chopper-lc's own, the default for the rest.
     const choice = Object.fromEntries(s.contenders.map((c) => [c.name, c.replicaChoice]))
-    expect(choice).toEqual({ chopper: 'p2c', 'chopper-lc': 'lc', 'chopper-single': 'p2c', 'chopper-hot-only': 'p2c', 'consistent-hash': 'p2c', 'haproxy-ch': null, 'haproxy-bounded': null, 'haproxy-random2': null })
+    expect(choice).toEqual({ chopper: 'p2c', 'chopper-client': 'p2c', 'chopper-lc': 'lc', 'chopper-single': 'p2c', 'chopper-hot-only': 'p2c', 'consistent-hash': 'p2c', 'haproxy-ch': null, 'haproxy-bounded': null, 'haproxy-random2': null })
     // The layout each run ended with, from its controller: slices tiling the keyspace, servers per slice;
     // without replication every slice has one server, with the default a standby as well.
     for (const c of s.contenders) {
@@ -151,7 +152,7 @@ describe('experiments harness', () => {
     expect(Math.min(...servers('chopper'))).toBe(2) // 2 servers in the tiny scenario: every slice on both
     // The done-when checks that apply to any scenario were computed, with a pass or fail each.
     const checks = doc.headline.filter((h) => h.doneWhen)
-    expect(checks.map((h) => h.id).sort()).toEqual(['no-loss-vs-consistent-hash', 'p99-vs-random2'])
+    expect(checks.map((h) => h.id).sort()).toEqual(['client-p99-vs-random2', 'no-loss-vs-consistent-hash', 'p99-vs-random2'])
     for (const h of checks) expect(typeof h.met).toBe('boolean')
     // Ratios are relative to Chopper; the HAProxy contenders carry their generated configuration.
     expect(s.contenders[0].vsChopper.p50).toBe(1)
@@ -164,7 +165,7 @@ describe('experiments harness', () => {
     expect(html).toMatch(/^<!doctype html>/)
     expect(html).not.toMatch(/<script/)
     expect((html.match(/<svg /g) || []).length).toBe(3) // percentiles, imbalance, throughput vs latency
-    expect(html).toMatch(/Done when \(issue 10\): \d of 2 checks pass/)
+    expect(html).toMatch(/Done when \(issue 10; issue 39 for the Chopper client\): \d of 3 checks pass/)
     for (const c of s.contenders) expect(html).toContain(c.label)
     expect(html).toContain('CPU µs per request: router / app servers')
     // a contender whose processes kept most of the cores busy is marked in the table and listed under it
@@ -173,7 +174,7 @@ describe('experiments harness', () => {
     const marked = renderReport(busy)
     expect(marked).toContain('CPU-bound runs (more than 80 % of the cores busy)')
     expect(marked).toContain('kept 1.93 cores busy (97 % of the machine)')
-  })
+  }, 180000) // nine contenders, each with fresh processes
 
   test('a kv-cache scenario reports cache hit rates and preloads its keys', async () => {
     const scenario = validateScenario({
@@ -181,13 +182,16 @@ describe('experiments harness', () => {
       workload: { seed: 3, defaults: { keys: { count: 20 }, mix: { get: 0.8, set: 0.2 }, value: 32, path: '/kv?key={key}' }, phases: [{ name: 'a', duration: '1s', rate: 120 }, { name: 'b', duration: '0.5s', rate: 120, distribution: { type: 'zipf', s: 1 } }] }
     }, 'tiny-kv')
     const lines = []
-    const r = await runScenario(scenario, { contenders: ['chopper', 'haproxy-random2'], onProgress: (line) => lines.push(line) })
-    expect(r.contenders.map((c) => c.name)).toEqual(['chopper', 'haproxy-random2'])
+    const r = await runScenario(scenario, { contenders: ['chopper', 'haproxy-random2', 'chopper-client'], onProgress: (line) => lines.push(line) })
+    expect(r.contenders.map((c) => c.name)).toEqual(['chopper', 'haproxy-random2', 'chopper-client'])
     // Chopper's writes are replicated (a standby for every slice): the primaries timed each
     // phase, and the progress line gives the means; HAProxy's servers replicate nothing.
     const holds = (c) => c.servers.reduce((a, s) => a + (s.kv['write_phase_count{"phase":"hold"}'] || 0), 0)
     expect(holds(r.contenders[0])).toBeGreaterThan(0)
     expect(holds(r.contenders[1])).toBe(0)
+    // The client (chopper-client) routes among the replicas itself: its writes were replicated too, and it served no stale read.
+    expect(holds(r.contenders[2])).toBeGreaterThan(0)
+    expect(r.contenders[2].staleReads.stale).toBe(0)
     // kvRun: the same counters over the measured run alone. The preload's 20 writes (one per key,
     // each replicated) held too, so the whole run's holds exceed the measured run's by at least them.
     const runHolds = (c) => c.servers.reduce((a, s) => a + (s.kvRun['write_phase_count{"phase":"hold"}'] || 0), 0)
@@ -202,10 +206,10 @@ describe('experiments harness', () => {
       expect(c.warmup.requests).toBe(30)
       expect(c.warmup.responses).toBe(30)
       expect(c.throughput.scheduled).toBe(180)
-      expectContenderFields(c, { kv: true, controller: c.name === 'chopper' })
-      // routers: 'separate': Chopper's controller and each front end in a process of its own, apart from every other
+      expectContenderFields(c, { kv: true, controller: c.name !== 'haproxy-random2' })
+      // routers: 'separate': Chopper's controller and each front end in a process of its own, apart from every other (the client: the controller alone)
       const routers = c.processes.routers
-      expect(routers).toHaveLength(c.name === 'chopper' ? 1 + r.experiment.frontends : 0)
+      expect(routers).toHaveLength({ chopper: 1 + r.experiment.frontends, 'chopper-client': 1, 'haproxy-random2': 0 }[c.name])
       expect(new Set([...routers, c.processes.sut, c.processes.dynamo, ...Object.values(c.processes.appServers)]).size).toBe(routers.length + 2 + c.servers.length)
     }
   })
