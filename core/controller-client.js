@@ -3,20 +3,7 @@
 const { InvalidArgumentError, LeaseStreamError, TimeoutError } = require('./errors')
 const { JsonClient } = require('./json-client')
 const { LeaseStream } = require('./lease-stream')
-
-/**
- * Controller URLs from an option: one URL, a comma-separated list, or an
- * array (highly available controllers, docs/controller-ha.md).
- * @returns {string[]}
- */
-function parseControllerUrls (value, name = 'controllerUrl') {
-  const list = Array.isArray(value) ? value : String(value).split(',')
-  const urls = list.map((u) => (typeof u === 'string' ? u.trim().replace(/\/+$/, '') : u))
-  if (urls.length === 0 || urls.some((u) => typeof u !== 'string' || !/^https?:\/\/[^\s/,]+$/.test(u))) {
-    throw new InvalidArgumentError(`invalid ${name}: expected an http(s)://host:port URL or a comma-separated list of them`)
-  }
-  return [...new Set(urls)]
-}
+const { parseControllerUrls } = require('./controller-urls')
 
 const REGISTER_TIMEOUT_MS = 10000
 // A lease stream's upgrade refused by something other than the controller's

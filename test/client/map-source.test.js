@@ -1,6 +1,7 @@
 'use strict'
 
 const crypto = require('node:crypto')
+const http = require('node:http')
 const { createController } = require('../../controller')
 const { createFrontend } = require('../../frontend')
 const { createAppServer } = require('../../appserver-lib/index.js')
@@ -16,6 +17,16 @@ const { call } = require('../helpers/http')
 // while the controller is away.
 const TOKEN = crypto.randomBytes(32).toString('base64url')
 const KEYS = Array.from({ length: 200 }, (_, i) => `k${i}`)
+
+/** The status of an answer to a lease-stream upgrade request (chopper-lease/1) with `headers`. */
+function upgradeStatus (url, headers) {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { headers: { ...headers, connection: 'Upgrade', upgrade: 'chopper-lease/1' } })
+    req.once('upgrade', (res, socket) => { socket.destroy(); resolve(101) })
+    req.once('response', (res) => { res.resume(); resolve(res.statusCode) })
+    req.once('error', reject)
+  })
+}
 
 describe('@chopper/client map sources', () => {
   const closers = []
@@ -132,6 +143,10 @@ describe('@chopper/client map sources', () => {
         const r = await call(url, { method, headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers }, body })
         expect({ method, url, way, refused: r.status === 401 || r.status === 403 }).toEqual({ method, url, way, refused: true })
       }
+    }
+    // The lease stream (an upgrade, verified outside Express): a credential cannot open one either.
+    for (const headers of [signRequest({ token: credential, method: 'GET', path: '/v1/servers/app-1/lease-stream' }), signRead({ credential, path: '/v1/servers/app-1/lease-stream' })]) {
+      expect(await upgradeStatus(`${c}/v1/servers/app-1/lease-stream`, headers)).toBe(403)
     }
     // Nothing changed.
     expect(Object.keys(controller.status().servers).sort()).toEqual(['app-1', 'app-2'])
