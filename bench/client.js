@@ -26,6 +26,7 @@ const { CONTENDERS: PROXIES, startBackend, unavailableReason } = require('./prox
 const { treeCpuMs } = require('./proxies/cpu')
 const { toolVersion } = require('./proxies/tools')
 const { median } = require('./proxies/report')
+const { alternateRounds } = require('./proxies/rounds')
 
 const execFileP = promisify(execFile)
 const LOAD_CHILD = path.join(__dirname, 'lib', 'client-load-child.js')
@@ -148,20 +149,10 @@ async function main () {
       }
     }
     const live = entries.filter((e) => !e.reason)
-    for (let r = 0; r < settings.rounds; r++) {
-      for (let i = 0; i < live.length; i++) {
-        const e = live[(i + r) % live.length]
-        let m
-        try {
-          m = { round: r + 1, ...await measure({ mode: e.mode, target: e.target, proxyPid: e.pid, backendPid: backend.pid, durationS: settings.durationS, connections: settings.connections }) }
-          console.log(`  round ${r + 1}  ${e.label.padEnd(40)} ${fmt(m.rps, 0).padStart(7)} req/s  p50 ${fmt(m.p50Ms, 2)} ms  p99 ${fmt(m.p99Ms, 2)} ms  routing ${fmt(m.routingCpuUsPerReq)} µs/req${m.errors ? `  errors ${m.errors}` : ''}`)
-        } catch (err) {
-          m = { round: r + 1, error: err.message.split('\n')[0] }
-          console.log(`  round ${r + 1}  ${e.label}: failed: ${m.error}`)
-        }
-        e.rounds.push(m)
-      }
-    }
+    await alternateRounds(live, settings.rounds, {
+      measure: (e) => measure({ mode: e.mode, target: e.target, proxyPid: e.pid, backendPid: backend.pid, durationS: settings.durationS, connections: settings.connections }),
+      line: (e, m) => `${e.label.padEnd(40)} ${fmt(m.rps, 0).padStart(7)} req/s  p50 ${fmt(m.p50Ms, 2)} ms  p99 ${fmt(m.p99Ms, 2)} ms  routing ${fmt(m.routingCpuUsPerReq)} µs/req${m.errors ? `  errors ${m.errors}` : ''}`
+    })
   } finally {
     await Promise.allSettled(stops.reverse().map((stop) => stop()))
   }

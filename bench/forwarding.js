@@ -22,6 +22,7 @@ const { runWrk } = require('./proxies/wrk')
 const { treeCpuMs } = require('./proxies/cpu')
 const { toolVersion, missingReason } = require('./proxies/tools')
 const { summarize, renderMarkdown, renderTable } = require('./proxies/report')
+const { alternateRounds } = require('./proxies/rounds')
 
 /** Every flag and its default. */
 const FLAGS = {
@@ -112,21 +113,13 @@ async function runConfiguration (cfgId, { backend, cores, settings, wrkReason, w
       }
     }
     const live = entries.filter((e) => !e.reason)
-    for (let r = 0; r < settings.rounds; r++) {
-      for (let i = 0; i < live.length; i++) {
-        const e = live[(i + r) % live.length]
-        let m
-        try {
-          m = { round: r + 1, ...await measure(e.handle.url + REQUEST_PATH, { pid: e.handle.pid, backendPid: backend.pid, wrkOptions }) }
-          const errs = m.non2xx + m.socketErrors ? `  errors ${m.non2xx + m.socketErrors}` : ''
-          console.log(`  round ${r + 1}  ${e.label.padEnd(48)} ${m.rps.toFixed(0).padStart(7)} req/s  p50 ${m.p50Ms.toFixed(2)} ms  p99 ${m.p99Ms.toFixed(2)} ms${errs}`)
-        } catch (err) {
-          m = { round: r + 1, error: err.message.split('\n')[0] }
-          console.log(`  round ${r + 1}  ${e.label}: failed: ${m.error}`)
-        }
-        e.rounds.push(m)
+    await alternateRounds(live, settings.rounds, {
+      measure: (e) => measure(e.handle.url + REQUEST_PATH, { pid: e.handle.pid, backendPid: backend.pid, wrkOptions }),
+      line: (e, m) => {
+        const errs = m.non2xx + m.socketErrors ? `  errors ${m.non2xx + m.socketErrors}` : ''
+        return `${e.label.padEnd(48)} ${m.rps.toFixed(0).padStart(7)} req/s  p50 ${m.p50Ms.toFixed(2)} ms  p99 ${m.p99Ms.toFixed(2)} ms${errs}`
       }
-    }
+    })
   } finally {
     await Promise.allSettled(entries.filter((e) => e.handle).map((e) => { running.delete(e.handle.stop); return e.handle.stop() }))
   }

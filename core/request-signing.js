@@ -94,7 +94,7 @@ function readCredential (clusterToken) {
 function validateReadCredential (value, name = 'readCredential') {
   if (value === undefined) return undefined
   if (typeof value !== 'string' || !/^chopper-read\.[A-Za-z0-9_-]{43}$/.test(value)) {
-    throw new InvalidArgumentError(`invalid ${name}: expected a read credential (chopper-read. and 43 base64url characters: readCredential(clusterToken), or \`chopper read-credential\`)`)
+    throw new InvalidArgumentError(`invalid ${name}: expected a read credential (chopper-read. and 43 base64url characters: readCredential(clusterToken) from @chopper/client)`)
   }
   return value
 }
