@@ -1,8 +1,8 @@
 'use strict'
 
-const { Readable } = require('node:stream')
+const { Readable, Writable } = require('node:stream')
 const express = require('express')
-const { request } = require('undici')
+const { request, interceptors } = require('undici')
 const { createAppServer } = require('../../appserver-lib/index.js')
 const { createClient } = require('../../client/index.js')
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
@@ -90,6 +90,18 @@ describe('the client as an undici Dispatcher: bodies, replays, aborts, refusals'
     expect(err).toMatchObject({ code: 'CHOPPER_ERR_UPSTREAM_UNAVAILABLE' })
     // In-flight counters are back to zero after the 421s.
     expect(client.replicas.inflight()).toEqual({})
+  })
+
+  test('Pool-shaped use: stream(), and a composed interceptor (undici\'s newer handler API)', async () => {
+    const { client } = await setup()
+    let text = ''
+    await client.stream({ path: '/s?key=u1', method: 'GET' }, () => new Writable({ write (chunk, enc, cb) { text += chunk; cb() } }))
+    expect(JSON.parse(text)).toMatchObject({ servedBy: 'a', url: '/s?key=u1' })
+    const composed = client.compose(interceptors.retry({ maxRetries: 1 }))
+    const res = await composed.request({ origin: 'http://svc', path: '/c?key=u2', method: 'GET' })
+    expect(res.statusCode).toBe(201)
+    expect(res.headers['x-served-by']).toBe('a')
+    expect(await res.body.json()).toMatchObject({ url: '/c?key=u2', generation: '4' })
   })
 
   test('an aborted request stops its upstream request and leaves no count behind', async () => {
