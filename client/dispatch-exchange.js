@@ -29,6 +29,7 @@ class DispatchExchange {
     const method = typeof opts.method === 'string' ? opts.method.toUpperCase() : 'GET'
     const path = opts.path
     if (typeof path !== 'string' || path[0] !== '/') throw new InvalidArgumentError('invalid path: expected a string starting with /')
+    if (opts.upgrade || method === 'CONNECT') throw new InvalidArgumentError('invalid request: the Chopper client routes requests by key, not CONNECT or protocol upgrades')
     const { headers, key, length } = flatHeaders(opts.headers)
     this.method = method
     this.path = path

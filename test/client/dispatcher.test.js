@@ -116,7 +116,7 @@ describe('the client as an undici Dispatcher: bodies, replays, aborts, refusals'
     expect(client.replicas.inflight()).toEqual({})
   })
 
-  test('no key, and a closed client, are typed failures', async () => {
+  test('no key, a CONNECT, and a closed client are typed failures', async () => {
     const { client } = await setup()
     await expect(client.request({ path: '/p', method: 'GET' })).rejects.toMatchObject({ code: 'CHOPPER_ERR_MISSING_KEY' })
     // fetch wraps it: TypeError('fetch failed') with the Chopper error as its cause (under
@@ -124,6 +124,7 @@ describe('the client as an undici Dispatcher: bodies, replays, aborts, refusals'
     const failed = await fetch('http://svc/p?key=', { dispatcher: client }).catch((e) => e)
     expect(failed.name).toBe('TypeError')
     expect(String(failed.cause)).toMatch(/MissingKeyError: missing key/)
+    await expect(client.connect({ path: '/p?key=u1' })).rejects.toMatchObject({ code: 'CHOPPER_ERR_INVALID_ARG' })
     await client.close()
     await expect(client.request({ path: '/p?key=u1', method: 'GET' })).rejects.toMatchObject({ code: 'CHOPPER_ERR_CLIENT_CLOSED' })
   })
