@@ -9,6 +9,10 @@ const { signRequest, HEADERS } = require('./cluster-auth')
 const { PROTOCOL, STREAM_NONCE_HEADER, FEATURES_HEADER, NONCE, streamKey, encodeFrame, FrameReader } = require('./lease-stream-protocol')
 
 const gunzip = promisify(zlib.gunzip)
+// An upgrade waits this long, as a registration does: renewals go by HTTP
+// meanwhile (ControllerClient), and giving up sooner only sends the busy
+// controller another upgrade to parse and verify.
+const CONNECT_TIMEOUT_MS = 10000
 
 /**
  * A member's end of its lease stream (core/lease-stream-protocol.js): one
@@ -35,10 +39,10 @@ class LeaseStream {
   #token
 
   /**
-   * @param {{ url: string, id: string, clusterToken?: string, timeoutMs: number, serveLoad?: (ack: { instance?: string, seq?: number }) => object, servePush?: (push: { raw: Buffer, signature?: string }) => Promise<{ status: number, body: object }> }} options
-   *   url: the controller's
+   * @param {{ url: string, id: string, clusterToken?: string, timeoutMs: number, connectTimeoutMs?: number, serveLoad?: (ack: { instance?: string, seq?: number }) => object, servePush?: (push: { raw: Buffer, signature?: string }) => Promise<{ status: number, body: object }> }} options
+   *   url: the controller's; timeoutMs: a renewal's; connectTimeoutMs: the upgrade's (default max(timeoutMs, 10 s))
    */
-  constructor ({ url, id, clusterToken, timeoutMs, serveLoad, servePush }) {
+  constructor ({ url, id, clusterToken, timeoutMs, connectTimeoutMs = Math.max(timeoutMs, CONNECT_TIMEOUT_MS), serveLoad, servePush }) {
     this.url = url
     this.id = id
     this.serveLoad = serveLoad
@@ -46,6 +50,7 @@ class LeaseStream {
     this.lastReq = 0
     this.#token = clusterToken
     this.timeoutMs = timeoutMs
+    this.connectTimeoutMs = connectTimeoutMs
     this.path = `/v1/servers/${encodeURIComponent(id)}/lease-stream`
     this.socket = null
     this.connecting = null
@@ -94,7 +99,7 @@ class LeaseStream {
       if (features.length > 0) headers[FEATURES_HEADER] = features.join(',')
       if (this.#token !== undefined) Object.assign(headers, signRequest({ token: this.#token, method: 'GET', path: this.path }))
       const req = (target.protocol === 'https:' ? https : http).request(target, { method: 'GET', headers, agent: false })
-      const timer = setTimeout(() => req.destroy(new TimeoutError(`lease stream to ${this.url}: no answer to the upgrade within ${this.timeoutMs} ms`)), this.timeoutMs)
+      const timer = setTimeout(() => req.destroy(new TimeoutError(`lease stream to ${this.url}: no answer to the upgrade within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs)
       req.on('error', (err) => {
         clearTimeout(timer)
         reject(err)

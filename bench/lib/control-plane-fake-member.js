@@ -93,6 +93,7 @@ class FakeMember {
     // And its pushes (unverified, as over HTTP: the bench prices the controller).
     const servePush = async ({ raw }) => this.#take({}, raw)
     this.stream = leaseStream && kind === 'server' ? new LeaseStream({ url: controllerUrl, id, clusterToken, timeoutMs: 2000, serveLoad, servePush }) : null
+    this.opening = null
     this.generation = 0
     this.registered = false
     this.stopped = false
@@ -212,12 +213,12 @@ class FakeMember {
     c.sent++
     c.bytesOut += body.length
     try {
-      const res = this.stream ? { data: await this.stream.renew(report) } : await this.client.post(`${this.controllerUrl}/v1/servers/${this.id}/lease`, body)
+      const res = await this.#renewal(report, body)
       const ms = performance.now() - now
       this.latency.record(ms)
       this.renewalFailing = false
       c.ok++
-      const bytes = this.stream ? Buffer.byteLength(JSON.stringify(res.data)) : answerBytes(res)
+      const bytes = res.headers ? answerBytes(res) : Buffer.byteLength(JSON.stringify(res.data))
       c.bytesIn += bytes
       if (res.data && (res.data.assignment || res.data.diff)) {
         if (res.data.assignment) c.withMap++
@@ -241,6 +242,26 @@ class FakeMember {
     }
     // As appserver-lib's lease keeper: the period runs from when the renewal left.
     this.#schedule(Math.max(0, this.renewMs - (performance.now() - now)))
+  }
+
+  /**
+   * One renewal as appserver-lib's ControllerClient makes it: over the lease
+   * stream once it is open; by HTTP while it opens (in the background) or
+   * when it just broke. Resolves `{ data, headers? }`.
+   */
+  async #renewal (report, body) {
+    const byHttp = () => this.client.post(`${this.controllerUrl}/v1/servers/${this.id}/lease`, body)
+    if (!this.stream) return byHttp()
+    if (!this.stream.connected) {
+      if (!this.opening) this.opening = this.stream.connect().catch(() => {}).finally(() => { this.opening = null })
+      return byHttp()
+    }
+    try {
+      return { data: await this.stream.renew(report) }
+    } catch (err) {
+      if (err.code === 'CHOPPER_ERR_LEASE_STREAM') return byHttp()
+      throw err
+    }
   }
 
   #handle (req, res) {
