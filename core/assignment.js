@@ -34,6 +34,31 @@ function checkPlausible (value, current, what, now = Date.now()) {
 }
 
 /**
+ * What is wrong with slice `i`, in validateAssignment's words (`value`: the
+ * key expected, or the server id at fault). The messages are built here, out
+ * of the loop, on purpose: built in the loop, they made its optimized code box
+ * each slice's start and end (65 bytes of garbage a slice; at 100,000 slices
+ * the loop took 3 times as long).
+ */
+function sliceFault (fault, i, s, value) {
+  switch (fault) {
+    case 'object': return `slices[${i}] must be an object`
+    case 'start': return `slices[${i}].start must be an integer in [0, 2^32)`
+    case 'end': return `slices[${i}].end must be an integer in (start, 2^32]`
+    case 'gap': return `gap in the keyspace at ${value} (slices[${i}] starts at ${s.start})`
+    case 'overlap': return `slices[${i}] overlaps the previous slice or is out of order (start ${s.start} < ${value})`
+    case 'servers': return `slices[${i}].servers must be a non-empty array`
+    case 'moving': return `slices[${i}].moving must be a boolean when present`
+    case 'unknown server': return `slices[${i}] names unknown server ${describeValue(value)}`
+    case 'server twice': return `slices[${i}] lists server ${describeValue(value)} twice`
+    case 'holders': return `slices[${i}].holders is only allowed on a moving slice`
+    case 'holders array': return `slices[${i}].holders must be a non-empty array when present`
+    case 'unknown holder': return `slices[${i}].holders names ${describeValue(value)}, which is not in its servers`
+    default: return `slices[${i}].holders lists ${describeValue(value)} twice` // 'holder twice'
+  }
+}
+
+/**
  * Validate an assignment; throw InvalidAssignmentError naming the first fault.
  * With `previousGeneration`, a generation not above it throws StaleGenerationError.
  * @param {object} a
@@ -56,25 +81,25 @@ function validateAssignment (a, { previousGeneration } = {}) {
   let expectedStart = 0
   for (let i = 0; i < a.slices.length; i++) {
     const s = a.slices[i]
-    if (s === null || typeof s !== 'object') fail(`slices[${i}] must be an object`)
-    if (!isUint(s.start, KEYSPACE_SIZE - 1)) fail(`slices[${i}].start must be an integer in [0, 2^32)`)
-    if (!isUint(s.end, KEYSPACE_SIZE) || s.end <= s.start) fail(`slices[${i}].end must be an integer in (start, 2^32]`)
-    if (s.start > expectedStart) fail(`gap in the keyspace at ${expectedStart} (slices[${i}] starts at ${s.start})`)
-    if (s.start < expectedStart) fail(`slices[${i}] overlaps the previous slice or is out of order (start ${s.start} < ${expectedStart})`)
-    if (!Array.isArray(s.servers) || s.servers.length === 0) fail(`slices[${i}].servers must be a non-empty array`)
-    if (s.moving !== undefined && typeof s.moving !== 'boolean') fail(`slices[${i}].moving must be a boolean when present`)
+    if (s === null || typeof s !== 'object') fail(sliceFault('object', i, s))
+    if (!isUint(s.start, KEYSPACE_SIZE - 1)) fail(sliceFault('start', i, s))
+    if (!isUint(s.end, KEYSPACE_SIZE) || s.end <= s.start) fail(sliceFault('end', i, s))
+    if (s.start > expectedStart) fail(sliceFault('gap', i, s, expectedStart))
+    if (s.start < expectedStart) fail(sliceFault('overlap', i, s, expectedStart))
+    if (!Array.isArray(s.servers) || s.servers.length === 0) fail(sliceFault('servers', i, s))
+    if (s.moving !== undefined && typeof s.moving !== 'boolean') fail(sliceFault('moving', i, s))
     for (let j = 0; j < s.servers.length; j++) {
       const id = s.servers[j]
-      if (typeof id !== 'string' || !Object.hasOwn(a.servers, id)) fail(`slices[${i}] names unknown server ${describeValue(id)}`)
-      if (s.servers.indexOf(id) !== j) fail(`slices[${i}] lists server ${describeValue(id)} twice`)
+      if (typeof id !== 'string' || !Object.hasOwn(a.servers, id)) fail(sliceFault('unknown server', i, s, id))
+      if (s.servers.indexOf(id) !== j) fail(sliceFault('server twice', i, s, id))
     }
     if (s.holders !== undefined) {
-      if (s.moving !== true) fail(`slices[${i}].holders is only allowed on a moving slice`)
-      if (!Array.isArray(s.holders) || s.holders.length === 0) fail(`slices[${i}].holders must be a non-empty array when present`)
+      if (s.moving !== true) fail(sliceFault('holders', i, s))
+      if (!Array.isArray(s.holders) || s.holders.length === 0) fail(sliceFault('holders array', i, s))
       for (let j = 0; j < s.holders.length; j++) {
         const id = s.holders[j]
-        if (!s.servers.includes(id)) fail(`slices[${i}].holders names ${describeValue(id)}, which is not in its servers`)
-        if (s.holders.indexOf(id) !== j) fail(`slices[${i}].holders lists ${describeValue(id)} twice`)
+        if (!s.servers.includes(id)) fail(sliceFault('unknown holder', i, s, id))
+        if (s.holders.indexOf(id) !== j) fail(sliceFault('holder twice', i, s, id))
       }
     }
     expectedStart = s.end
