@@ -12,7 +12,7 @@ const { moveColumns } = require('./move')
 const { splitColumns } = require('./split')
 const membership = require('./chopper-membership')
 const { replicateColumns } = require('./replicate')
-const { balancePrimaries } = require('./primaries')
+const { primaryColumns } = require('./primaries')
 
 /**
  * The Chopper balancing strategy (paper 5.2): one round runs merge, move and
@@ -287,18 +287,19 @@ function chopperRound (assignment, loads, opts, inputs) {
   const split = splitColumns(merged.cols, index.ids, { maxSlices: o.maxSlices, minSliceLength: o.minSliceLength, frozen, setFrozen, ...noise, hotShare: o.hotKeyShare })
 
   const c = split.cols
-  const slices = new Array(c.n)
-  for (let i = 0; i < c.n; i++) slices[i] = { start: c.start[i], end: c.end[i], servers: serversOf(c, i, index, assignment.slices, sets) }
   // Last: spread the hot replicated slices' primaries (their writes); a reorder costs no churn.
   // Its floor is the replication unit (replicate.js) over the slices it sees: the round's
   // output, after merges and splits, not the input slices replication's own unit uses.
   const primaries = replicated && o.balancePrimaries
-    ? balancePrimaries(slices, c.load, {
+    ? primaryColumns(c, sets, index.ids, {
       floor: Math.max(o.replicaLoadFraction * total / Math.max(1, index.ids.length - frozenIds.length), total / c.n),
       margin: o.primaryMargin,
-      frozen: new Set(frozenIds)
+      frozen
     })
     : null
+  const slices = new Array(c.n)
+  for (let i = 0; i < c.n; i++) slices[i] = { start: c.start[i], end: c.end[i], servers: serversOf(c, i, index, assignment.slices, sets) }
+  if (primaries) for (const [i, list] of primaries.reordered) slices[i].servers = list.map((s) => index.ids[s])
   const next = { generation: assignment.generation, slices, servers: cloneAssignment({ slices: [], servers: assignment.servers }).servers }
   const churn = replicated
     ? { merge: merged.churn, move: moved.churn, replicate: replicated.churn, total: keyChurn(assignment, next) }

@@ -1,5 +1,7 @@
 'use strict'
 
+const { indexServers, frozenFlags, toColumns, indexSets } = require('./columns')
+
 /**
  * Chopper's primary phase (issue 10; neither the paper nor Slicer has it):
  * which of a replicated slice's servers is listed first. Front ends spread a
@@ -37,52 +39,75 @@
  * @returns {{ ops: object[] }} one `{ op: 'primary', start, end, from, to, load }` per slice whose primary changed
  */
 function balancePrimaries (slices, loads, { floor, margin, frozen, maxPasses = 4 }) {
-  // pinned load per server, in an array by a number given to each id as it is first seen
-  // (a Map of doubles boxed a new number per replicated slice)
-  const number = new Map()
-  const sums = []
-  const slot = (id) => {
-    let k = number.get(id)
-    if (k === undefined) {
-      k = sums.length
-      number.set(id, k)
-      sums.push(0)
-    }
-    return k
+  const index = indexServers(slices.flatMap((s) => s.servers))
+  const c = toColumns(slices, index, loads)
+  const { rep, sets } = indexSets(slices, index.indexOf, c.owner)
+  c.rep = rep
+  const r = primaryColumns(c, sets, index.ids, { floor, margin, frozen: frozenFlags(index, frozen), maxPasses })
+  for (const [i, list] of r.reordered) slices[i].servers = list.map((s) => index.ids[s])
+  return { ops: r.ops }
+}
+
+/**
+ * The primary phase on columns (./columns.js), as the round runs it, before
+ * it builds the result's slices (server indices instead of ids: no lookup
+ * by id per replicated slice).
+ * @param {import('./columns').Columns} c the round's final slices; `c.rep[i]` is slice i's set in `sets`
+ *   (-1: one server, no primary to choose)
+ * @param {import('./columns').ReplicaSets} sets not mutated: split halves share a set, and each
+ *   half's primary is chosen on its own
+ * @param {string[]} ids server ids, sorted (for the ops)
+ * @param {{ floor: number, margin: number, frozen: Uint8Array, maxPasses?: number }} limits frozen: per server index
+ * @returns {{ ops: object[], reordered: Map<number, number[]> }} `reordered`: per slice the phase
+ *   reordered, its servers (indices) in their new order (a primary moved away and back keeps the order
+ *   the moves left, with no op)
+ */
+function primaryColumns (c, sets, ids, { floor, margin, frozen, maxPasses = 4 }) {
+  const { n, start, end, load, rep } = c
+  const { pool, offset, size } = sets
+  const pinned = new Float64Array(ids.length)
+  const onFrozen = (r) => {
+    for (let k = offset[r]; k < offset[r] + size[r]; k++) if (frozen[pool[k]]) return true
+    return false
   }
-  const get = (id) => sums[slot(id)]
   const order = []
-  for (let i = 0; i < slices.length; i++) {
-    const servers = slices[i].servers
-    if (servers.length < 2 || !(loads[i] > 0)) continue
-    sums[slot(servers[0])] += loads[i]
-    if (loads[i] >= floor && !servers.some((id) => frozen.has(id))) order.push(i)
+  for (let i = 0; i < n; i++) {
+    const r = rep[i]
+    if (r < 0 || !(load[i] > 0)) continue
+    pinned[pool[offset[r]]] += load[i]
+    if (load[i] >= floor && !onFrozen(r)) order.push(i)
   }
-  order.sort((a, b) => loads[b] - loads[a] || slices[a].start - slices[b].start)
+  order.sort((a, b) => load[b] - load[a] || start[a] - start[b])
+  const reordered = new Map() // slice index -> its servers once the phase reordered them
   const from = new Map() // slice index -> its primary before the phase
   for (let pass = 0; pass < maxPasses; pass++) {
     let moved = false
     for (const i of order) {
-      const servers = slices[i].servers
-      const L = loads[i]
-      const p = servers[0]
-      let q = null
-      for (let k = 1; k < servers.length; k++) if (q === null || get(servers[k]) < get(q)) q = servers[k]
-      if (!(get(q) + L < get(p) - margin * L)) continue
+      const list = reordered.get(i)
+      const servers = list || pool
+      const first = list ? 0 : offset[rep[i]]
+      const count = size[rep[i]]
+      const L = load[i]
+      const p = servers[first]
+      let q = -1
+      for (let k = first + 1; k < first + count; k++) if (q < 0 || pinned[servers[k]] < pinned[q]) q = servers[k]
+      if (!(pinned[q] + L < pinned[p] - margin * L)) continue
       if (!from.has(i)) from.set(i, p)
-      slices[i].servers = [q, ...servers.filter((id) => id !== q)]
-      sums[slot(p)] = get(p) - L
-      sums[slot(q)] = get(q) + L
+      const next = [q]
+      for (let k = first; k < first + count; k++) if (servers[k] !== q) next.push(servers[k])
+      reordered.set(i, next)
+      pinned[p] -= L
+      pinned[q] += L
       moved = true
     }
     if (!moved) break
   }
   const ops = []
   for (const i of [...from.keys()].sort((a, b) => a - b)) {
-    const to = slices[i].servers[0]
-    if (to !== from.get(i)) ops.push({ op: 'primary', start: slices[i].start, end: slices[i].end, from: from.get(i), to, load: loads[i] })
+    const to = reordered.get(i)[0]
+    if (to !== from.get(i)) ops.push({ op: 'primary', start: start[i], end: end[i], from: ids[from.get(i)], to: ids[to], load: load[i] })
   }
-  return { ops }
+  return { ops, reordered }
 }
 
-module.exports = { balancePrimaries }
+module.exports = { balancePrimaries, primaryColumns }
