@@ -117,6 +117,47 @@ class SortedServers {
     this.a[p] = x
     this.size++
   }
+
+  /** Take out the server at position `p`. */
+  removeAt (p) {
+    this.a.copyWithin(p, p + 1, this.size)
+    this.size--
+  }
+
+  /**
+   * Call after changing the sort key of the server at position `p` (its
+   * lowerBound before the change): it is moved to its new place, and only
+   * the servers in between shift. A move changes a server's load by one
+   * slice, so that is a few places, where remove and insert shifted every
+   * server after both (at 10,000 servers, a tenth of the move phase).
+   */
+  reposition (p) {
+    const { a, cmp } = this
+    const x = a[p]
+    if (p > 0 && cmp(x, a[p - 1]) < 0) {
+      // its place is in a[0 .. p - 1], the first there that does not come before it
+      let lo = 0
+      let hi = p - 1
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1
+        if (cmp(a[mid], x) < 0) lo = mid + 1
+        else hi = mid
+      }
+      a.copyWithin(lo + 1, lo, p)
+      a[lo] = x
+    } else if (p + 1 < this.size && cmp(a[p + 1], x) < 0) {
+      // a[p + 1 .. lo) come before it
+      let lo = p + 2
+      let hi = this.size
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1
+        if (cmp(a[mid], x) < 0) lo = mid + 1
+        else hi = mid
+      }
+      a.copyWithin(p, p + 1, lo)
+      a[lo - 1] = x
+    }
+  }
 }
 
 /**
@@ -137,10 +178,6 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   const { n, start, end, owner, load: sliceLoad, rep } = c
   // a replicated slice takes part when its sets are given and none of its servers is frozen
   const shares = sets !== undefined
-  const movable = (i) => (rep[i] < 0 ? !frozen[owner[i]] : shares && !setFrozen[rep[i]])
-  // what a move of slice i's entry takes off its donor: all of it, or one share (filled in
-  // below for the movable slices; a set's size does not change within the phase)
-  const amountOf = new Float64Array(n)
   const m = ids.length
   const members = [] // every server that takes part, in id order
   for (let s = 0; s < m; s++) if (!frozen[s]) members.push(s)
@@ -184,39 +221,53 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   // slice moved 3 to 8 % of the keyspace in about one round of three in
   // scenario 9, for nothing).
   // So server s's share of set r is listed when s is above the mean and no
-  // server of the set is below it (s itself is not, being above).
-  const spills = (r) => {
-    for (let k = sets.offset[r]; k < sets.offset[r] + sets.size[r]; k++) if (load[sets.pool[k]] < startMean) return true
-    return false
-  }
+  // server of the set is below it (s itself is not, being above); `listed[i]`
+  // keeps that answer for slice i, so the set is read once for it and once to list it.
+  const listed = new Uint8Array(n)
   // what each server holds, listed or not, for the "fewer than two slices" donor rule
   const holds = length.slice()
-  for (let i = 0; i < n; i++) {
-    if (rep[i] < 0 || !movable(i)) continue
-    const r = rep[i]
-    const spilling = spills(r)
-    for (let k = sets.offset[r]; k < sets.offset[r] + sets.size[r]; k++) {
-      const s = sets.pool[k]
-      holds[s]++
-      if (!spilling && load[s] > startMean) length[s]++
+  if (shares) {
+    const { pool, offset: first, size } = sets
+    for (let i = 0; i < n; i++) {
+      const r = rep[i]
+      if (r < 0 || setFrozen[r]) continue
+      const last = first[r] + size[r]
+      let spills = false
+      for (let k = first[r]; k < last; k++) {
+        const s = pool[k]
+        holds[s]++
+        if (load[s] < startMean) spills = true
+      }
+      if (spills) continue
+      listed[i] = 1
+      for (let k = first[r]; k < last; k++) if (load[pool[k]] > startMean) length[pool[k]]++
     }
   }
   const offset = new Int32Array(m + 1)
   for (let s = 0; s < m; s++) offset[s + 1] = offset[s] + length[s]
   const list = new Int32Array(offset[m])
+  // Beside each entry, what moving it takes off its donor: the slice's load, or one share
+  // (a set's size does not change within the phase). Kept with the list, not per slice,
+  // so a scan reads both in order: per slice, at a million slices, each read was a cache miss.
+  const amounts = new Float64Array(offset[m])
   const fill = offset.slice(0, m)
   for (let i = 0; i < n; i++) {
-    if (!movable(i)) continue
     const r = rep[i]
-    amountOf[i] = r < 0 ? sliceLoad[i] : sliceLoad[i] / sets.size[r]
     if (r < 0) {
-      list[fill[owner[i]]++] = i
+      if (frozen[owner[i]]) continue
+      const k = fill[owner[i]]++
+      list[k] = i
+      amounts[k] = sliceLoad[i]
       continue
     }
-    if (spills(r)) continue
+    if (!listed[i]) continue
+    const share = sliceLoad[i] / sets.size[r]
     for (let k = sets.offset[r]; k < sets.offset[r] + sets.size[r]; k++) {
       const s = sets.pool[k]
-      if (load[s] > startMean) list[fill[s]++] = i
+      if (load[s] > startMean) {
+        list[fill[s]] = i
+        amounts[fill[s]++] = share
+      }
     }
   }
   // Each list's smallest positive amount (Infinity: none; -1: not known yet, or the
@@ -227,7 +278,7 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
     if (smallest[s] < 0) {
       let min = Infinity
       for (let k = offset[s]; k < offset[s] + length[s]; k++) {
-        const a = amountOf[list[k]]
+        const a = amounts[k]
         if (a > 0 && a < min) min = a
       }
       smallest[s] = min
@@ -264,13 +315,13 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
       const base = offset[donor]
       let best = -1
       for (let k = 0; k < length[donor]; k++) {
-        const i = list[base + k]
-        const amount = amountOf[i]
+        const amount = amounts[base + k]
         if (amount <= 0) continue // idle slices never move
         if (load[coolest] + amount > limit) continue
+        const i = list[base + k]
         if (best >= 0) {
           const b = list[base + best]
-          if (amount < amountOf[b] || (amount === amountOf[b] && start[i] > start[b])) continue
+          if (amount < amounts[base + best] || (amount === amounts[base + best] && start[i] > start[b])) continue
         }
         if (end[i] - start[i] > widest) continue // could never move, whatever budget is left
         if (rep[i] >= 0 && sets.has(rep[i], coolest)) continue // holds it already
@@ -309,26 +360,35 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
     const len = end[i] - start[i]
     if (churn + len > churnLimit) { stop = 'churn-limit'; break }
 
-    const amount = amountOf[i]
+    const amount = amounts[base + position]
     list.copyWithin(base + position, base + position + 1, base + length[donor])
+    amounts.copyWithin(base + position, base + position + 1, base + length[donor])
     length[donor]--
-    smallest[donor] = -1
+    if (amount <= smallest[donor]) smallest[donor] = -1 // else its smallest is still in the list
     holds[donor]--
-    // receivers never donate, so the receiver's list is not kept
-    for (const s of [donor, coolest]) {
-      byHeat.remove(s)
-      byCool.remove(s)
-      if (inDonors[s]) donors.remove(s)
-    }
+    // the donor cools, then the receiver warms, each put back in its place in the orders
+    const donorHeat = byHeat.lowerBound(donor)
+    const donorCool = byCool.lowerBound(donor)
+    const donorAt = donors.lowerBound(donor)
     load[donor] -= amount
     keys[donor] -= len
+    byHeat.reposition(donorHeat)
+    byCool.reposition(donorCool)
+    if (canDonate(donor)) donors.reposition(donorAt)
+    else {
+      donors.removeAt(donorAt)
+      inDonors[donor] = 0
+    }
+    // receivers never donate, so the receiver's list is not kept
+    if (inDonors[coolest]) donors.remove(coolest)
+    inDonors[coolest] = 0
+    receiver[coolest] = 1
+    const coolestHeat = byHeat.lowerBound(coolest)
+    const coolestCool = byCool.lowerBound(coolest)
     load[coolest] += amount
     keys[coolest] += len
-    for (const s of [donor, coolest]) { byHeat.insert(s); byCool.insert(s) }
-    receiver[coolest] = 1
-    inDonors[coolest] = 0
-    if (canDonate(donor)) donors.insert(donor)
-    else inDonors[donor] = 0
+    byHeat.reposition(coolestHeat)
+    byCool.reposition(coolestCool)
     if (rep[i] >= 0) {
       // the donor leaves the set, the receiver joins at its end; a donor that
       // was the primary hands that role to the next server (a warm cache)
