@@ -127,7 +127,7 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
     const floor = Math.min(minReplicas, cap)
     const clamp = (r) => Math.min(cap, Math.max(floor, r))
     const grow = []
-    const want = new Int32Array(n)
+    const want = new Map() // slice -> the servers it grows to (few slices: no per-slice array)
     for (let i = 0; i < n; i++) {
       if (stale[i]) continue
       const L = sliceLoad[i]
@@ -144,7 +144,7 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
         target = Math.min(r, clamp(Math.ceil(L / ((1 - hysteresis) * unit))))
       }
       if (target > r) {
-        want[i] = target
+        want.set(i, target)
         grow.push(i)
       } else if (target < r) {
         ops.push(drop(i, target))
@@ -192,7 +192,7 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
     for (const i of grow) {
       const len = end[i] - start[i]
       const set = setOf(i)
-      let k = Math.min(want[i] - set.length, Math.floor((churnLimit - used) / len))
+      let k = Math.min(want.get(i) - set.length, Math.floor((churnLimit - used) / len))
       while (k > 0 && used + k * len > churnLimit) k-- // guard against rounding in the division
       if (k <= 0) continue // cannot afford even one: a narrower slice still may
       for (const s of set) holds[s] = 1
@@ -253,10 +253,12 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
   }
 
   // The result: a table of the sets of two or more servers, `c.rep` pointing into it.
+  // (Most slices keep their input set: those take the short paths.)
   let count = 0
   let members = 0
   for (let i = 0; i < n; i++) {
-    const k = sizeOf(i)
+    const f = inputRep[src[i]]
+    const k = changed[i] ? sizeOf(i) : f >= 0 ? size[f] : 1
     if (k < 2) continue
     count++
     members += k
@@ -265,25 +267,28 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
   const setFrozen = new Uint8Array(count)
   const base = new Float64Array(m)
   const baseKeys = new Float64Array(m)
+  const { pool: tablePool, offset: tableOffset, size: tableSize } = table
   for (let i = 0; i < n; i++) {
-    const set = changed[i] ? newSets.get(i) : undefined
     const f = inputRep[src[i]]
     let r
-    if (set === undefined) {
+    if (!changed[i]) {
       if (f < 0) continue
       r = table.add(pool, offset[f], offset[f] + size[f])
-    } else if (set === null) {
-      if (f >= 0) c.src[i] = -1 // dropped to its primary alone
-      continue
     } else {
+      const set = newSets.get(i)
+      if (set === null) {
+        if (f >= 0) c.src[i] = -1 // dropped to its primary alone
+        continue
+      }
       r = table.add(set, 0, set.length)
     }
     c.rep[i] = r
     setFrozen[r] = stale[i]
-    const share = sliceLoad[i] / table.size[r]
-    for (let k = table.offset[r]; k < table.offset[r] + table.size[r]; k++) {
-      base[table.pool[k]] += share
-      baseKeys[table.pool[k]] += end[i] - start[i]
+    const share = sliceLoad[i] / tableSize[r]
+    const len = end[i] - start[i]
+    for (let k = tableOffset[r]; k < tableOffset[r] + tableSize[r]; k++) {
+      base[tablePool[k]] += share
+      baseKeys[tablePool[k]] += len
     }
   }
   return { sets: table, setFrozen, base, baseKeys, churn, ops }
