@@ -172,15 +172,17 @@ function initial (servers, opts) {
  */
 function knownImbalance (c, rep, index, frozen, sets) {
   const perServer = new Float64Array(index.ids.length)
-  for (let i = 0; i < c.n; i++) {
+  const { n, owner, load } = c
+  const { pool, offset, size } = sets || { pool: null, offset: null, size: null }
+  for (let i = 0; i < n; i++) {
     const r = rep[i]
     if (r < 0) {
-      perServer[c.owner[i]] += c.load[i]
+      perServer[owner[i]] += load[i]
       continue
     }
     // a replicated slice's load is spread evenly over its servers (front ends spread its requests)
-    const size = sets.size[r]
-    for (let k = sets.offset[r]; k < sets.offset[r] + size; k++) perServer[sets.pool[k]] += c.load[i] / size
+    const share = load[i] / size[r]
+    for (let k = offset[r]; k < offset[r] + size[r]; k++) perServer[pool[k]] += share
   }
   const known = {}
   index.ids.forEach((id, s) => { if (!frozen[s]) known[id] = perServer[s] })
