@@ -13,6 +13,7 @@ const { splitColumns } = require('./split')
 const membership = require('./chopper-membership')
 const { replicateColumns } = require('./replicate')
 const { primaryColumns } = require('./primaries')
+const { roundChurn } = require('./round-churn')
 
 /**
  * The Chopper balancing strategy (paper 5.2): one round runs merge, move and
@@ -235,6 +236,9 @@ function chopperRound (assignment, loads, opts, inputs) {
   // the input's replica lists, for the imbalance before the round (spread like serverLoads
   // spreads them) and for the replication phase, which decides the round's sets afresh
   const input = o.replicate ? indexSets(assignment.slices, index.indexOf, cols.owner) : null
+  // the input's first servers and ends, for the round's churn (the phases change `cols` in place)
+  const inputOwner = input ? cols.owner.slice() : null
+  const inputEnds = input ? cols.end.slice() : null
   const before = knownImbalance(cols, input ? input.rep : cols.rep, index, frozen, input && input.sets)
 
   let total = 0
@@ -304,7 +308,7 @@ function chopperRound (assignment, loads, opts, inputs) {
   if (primaries) for (const [i, list] of primaries.reordered) slices[i].servers = list.map((s) => index.ids[s])
   const next = { generation: assignment.generation, slices, servers: cloneAssignment({ slices: [], servers: assignment.servers }).servers }
   const churn = replicated
-    ? { merge: merged.churn, move: moved.churn, replicate: replicated.churn, total: keyChurn(assignment, next) }
+    ? { merge: merged.churn, move: moved.churn, replicate: replicated.churn, total: roundChurn(inputEnds, inputOwner, input, c, sets) }
     : { merge: merged.churn, move: moved.churn, total: keyChurn(assignment, next) }
   return {
     assignment: next,
