@@ -5,7 +5,7 @@ const { InvalidArgumentError } = require('../../core/errors')
 const {
   validateAssignment, evenAssignment, cloneAssignment, keyChurn, imbalance, cutEvenly
 } = require('../../core/assignment')
-const { indexServers, indexSets, frozenFlags, toColumns, serversOf } = require('./columns')
+const { indexServers, frozenFlags, toColumns, toColumnsWithSets, serversOf } = require('./columns')
 const { resolveOptions, expect, toLoads, checkServers, resolveInputs } = require('./inputs')
 const { mergeColumns } = require('./merge')
 const { moveColumns } = require('./move')
@@ -232,10 +232,12 @@ function chopperRound (assignment, loads, opts, inputs) {
   const index = indexServers(Object.keys(assignment.servers))
   const frozen = frozenFlags(index, unknownServers)
   const frozenIds = index.ids.filter((id, s) => frozen[s])
-  const cols = toColumns(assignment.slices, index, load, hotKeys)
-  // the input's replica lists, for the imbalance before the round (spread like serverLoads
-  // spreads them) and for the replication phase, which decides the round's sets afresh
-  const input = o.replicate ? indexSets(assignment.slices, index.indexOf, cols.owner) : null
+  // With replication, the input's replica lists too (read in the same pass): for the imbalance
+  // before the round (spread like serverLoads spreads them) and for the replication phase,
+  // which decides the round's sets afresh.
+  const read = o.replicate ? toColumnsWithSets(assignment.slices, index, load, hotKeys) : { cols: toColumns(assignment.slices, index, load, hotKeys) }
+  const cols = read.cols
+  const input = o.replicate ? { rep: read.rep, sets: read.sets } : null
   // the input's first servers and ends, for the round's churn (the phases change `cols` in place)
   const inputOwner = input ? cols.owner.slice() : null
   const inputEnds = input ? cols.end.slice() : null

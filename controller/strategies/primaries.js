@@ -1,6 +1,6 @@
 'use strict'
 
-const { indexServers, frozenFlags, toColumns, indexSets } = require('./columns')
+const { indexServers, frozenFlags, toColumnsWithSets } = require('./columns')
 
 /**
  * Chopper's primary phase (issue 10; neither the paper nor Slicer has it):
@@ -40,8 +40,7 @@ const { indexServers, frozenFlags, toColumns, indexSets } = require('./columns')
  */
 function balancePrimaries (slices, loads, { floor, margin, frozen, maxPasses = 4 }) {
   const index = indexServers(slices.flatMap((s) => s.servers))
-  const c = toColumns(slices, index, loads)
-  const { rep, sets } = indexSets(slices, index.indexOf, c.owner)
+  const { cols: c, rep, sets } = toColumnsWithSets(slices, index, loads)
   c.rep = rep
   const r = primaryColumns(c, sets, index.ids, { floor, margin, frozen: frozenFlags(index, frozen), maxPasses })
   for (const [i, list] of r.reordered) slices[i].servers = list.map((s) => index.ids[s])
