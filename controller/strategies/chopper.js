@@ -314,7 +314,7 @@ function chopperRound (assignment, loads, opts, inputs) {
     : { merge: merged.churn, move: moved.churn, total: keyChurn(assignment, next) }
   return {
     assignment: next,
-    loads: c.load.slice(),
+    loads: c.load, // the round's own column (a view when nothing split): no copy
     churn,
     ops: replicated ? [...cut.ops, ...replicated.ops, ...merged.ops, ...moved.ops, ...split.ops, ...(primaries ? primaries.ops : [])] : [...cut.ops, ...merged.ops, ...moved.ops, ...split.ops],
     imbalance: { before, after: knownImbalance(c, c.rep, index, frozen, sets) },
