@@ -161,6 +161,18 @@ class SortedServers {
 }
 
 /**
+ * The order "least loaded first, then least keyspace, then lowest index" over
+ * per-server `load` and `keys`, for SortedServers. It answers -1, 1 or the
+ * index difference, never a load difference: a comparator's double result is
+ * boxed on every call from the array sort (at 10,000 servers, 400,000 calls).
+ * @param {Float64Array} load
+ * @param {Float64Array} keys
+ */
+function coolestFirst (load, keys) {
+  return (a, b) => (load[a] < load[b] ? -1 : load[a] > load[b] ? 1 : keys[a] < keys[b] ? -1 : keys[a] > keys[b] ? 1 : a - b)
+}
+
+/**
  * The move phase on columns (./columns.js), as the round runs it. Moves
  * change owners in place: `c.owner[i]` and `c.src[i]` (-1: replica list is
  * just the new owner).
@@ -286,9 +298,9 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
     return smallest[s]
   }
 
-  // load - load is 0 only for equal loads (finite doubles), so these are total orders
-  const byHeat = new SortedServers(members, (a, b) => load[b] - load[a] || a - b)
-  const byCool = new SortedServers(members, (a, b) => load[a] - load[b] || keys[a] - keys[b] || a - b)
+  // total orders (ties end on the index), answering -1, 1 or an index difference (see coolestFirst)
+  const byHeat = new SortedServers(members, (a, b) => (load[a] > load[b] ? -1 : load[a] < load[b] ? 1 : a - b))
+  const byCool = new SortedServers(members, coolestFirst(load, keys))
   // The servers that may still donate, in byHeat's order: a receiver never donates, and
   // holds and length only shrink, so a server that fails the donor rules once fails them for
   // the rest of the phase. Scanning only these keeps a 10,000-server phase from wading
@@ -424,4 +436,4 @@ function movePhase (slices, serverIds, { ratio, meanRatio = 0, churnLimit, skipO
   return { slices: toWorking(c, index, slices), churn: r.churn, ops: r.ops, stop: r.stop }
 }
 
-module.exports = { movePhase, moveColumns, raisesImbalance, SortedServers }
+module.exports = { movePhase, moveColumns, raisesImbalance, SortedServers, coolestFirst }

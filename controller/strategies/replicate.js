@@ -1,6 +1,6 @@
 'use strict'
 
-const { SortedServers } = require('./move')
+const { SortedServers, coolestFirst } = require('./move')
 const { ReplicaSets } = require('./columns')
 
 /**
@@ -105,6 +105,14 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
   /** Slice i's servers now, as a fresh array (primary first). */
   const setOf = (i) => (changed[i] ? (newSets.get(i) || [c.owner[i]]) : from(i) >= 0 ? input.sets.toArray(from(i)) : [c.owner[i]])
   const sizeOf = (i) => (changed[i] ? (newSets.get(i) ? newSets.get(i).length : 1) : from(i) >= 0 ? size[from(i)] : 1)
+  /** True when one of slice i's servers carries more than `bound` now (read in place: no array for the many unchanged). */
+  const anyAbove = (i, bound) => {
+    if (changed[i]) return setOf(i).some((s) => load[s] > bound)
+    const f = from(i)
+    if (f < 0) return load[c.owner[i]] > bound
+    for (let k = offset[f]; k < offset[f] + size[f]; k++) if (load[pool[k]] > bound) return true
+    return false
+  }
   const change = (i, set) => {
     changed[i] = 1
     newSets.set(i, set)
@@ -137,9 +145,7 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
       let target = r
       if (up > r) {
         // grow past minReplicas only to relieve a server above the balance target
-        let hot = false
-        for (const s of setOf(i)) if (load[s] > overloaded) hot = true
-        target = hot ? up : Math.max(r, floor)
+        target = anyAbove(i, overloaded) ? up : Math.max(r, floor)
       } else if (up < r) {
         target = Math.min(r, clamp(Math.ceil(L / ((1 - hysteresis) * unit))))
       }
@@ -184,7 +190,7 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
     grow.sort((a, b) => sliceLoad[b] - sliceLoad[a] || start[a] - start[b])
     const members = []
     for (let s = 0; s < m; s++) if (!frozen[s]) members.push(s)
-    const byCool = new SortedServers(members, (a, b) => load[a] - load[b] || keys[a] - keys[b] || a - b)
+    const byCool = new SortedServers(members, coolestFirst(load, keys))
     const holds = new Uint8Array(m)
     const had = new Map() // slice -> its server count before growing
     const added = Array.from({ length: m }, () => []) // per server: slices it joined, in order
