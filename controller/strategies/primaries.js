@@ -76,7 +76,9 @@ function primaryColumns (c, sets, ids, { floor, margin, frozen, maxPasses = 4 })
     pinned[pool[offset[r]]] += load[i]
     if (load[i] >= floor && !onFrozen(r)) order.push(i)
   }
-  order.sort((a, b) => load[b] - load[a] || start[a] - start[b])
+  // hottest first, ties: lower start. The comparator answers -1 or 1, never a load difference:
+  // a double, boxed on every call from the sort (at 10,000 servers, millions of calls)
+  order.sort((a, b) => (load[a] > load[b] ? -1 : load[a] < load[b] ? 1 : start[a] < start[b] ? -1 : start[a] > start[b] ? 1 : 0))
   const reordered = new Map() // slice index -> its servers once the phase reordered them
   const from = new Map() // slice index -> its primary before the phase
   for (let pass = 0; pass < maxPasses; pass++) {
