@@ -11,6 +11,8 @@ const TABLE = {
   StaleGenerationError: ['CHOPPER_ERR_STALE_GENERATION', 409],
   MissingKeyError: ['CHOPPER_ERR_MISSING_KEY', 400],
   MalformedBodyError: ['CHOPPER_ERR_MALFORMED_BODY', 400],
+  // a request head the data port refuses itself (frontend/fast-http.js): two Hosts (RFC 9112 3.2)
+  MalformedRequestError: ['CHOPPER_ERR_MALFORMED_REQUEST', 400],
   NotFoundError: ['CHOPPER_ERR_NOT_FOUND', 404],
   MethodNotAllowedError: ['CHOPPER_ERR_METHOD_NOT_ALLOWED', 405],
   PayloadTooLargeError: ['CHOPPER_ERR_PAYLOAD_TOO_LARGE', 413],
@@ -24,6 +26,8 @@ const TABLE = {
   UpstreamUnreachableError: ['CHOPPER_ERR_UPSTREAM_UNREACHABLE', 502],
   UpstreamUnavailableError: ['CHOPPER_ERR_UPSTREAM_UNAVAILABLE', 503],
   UpstreamTimeoutError: ['CHOPPER_ERR_UPSTREAM_TIMEOUT', 504],
+  // an app server's answer the front end's HTTP/1.1 client cannot read (core/upstream-h1.js)
+  UpstreamProtocolError: ['CHOPPER_ERR_UPSTREAM_PROTOCOL', 502],
   StoreUnavailableError: ['CHOPPER_ERR_STORE_UNAVAILABLE', 503],
   ReplicaUnavailableError: ['CHOPPER_ERR_REPLICA_UNAVAILABLE', 503],
   WriteIndeterminateError: ['CHOPPER_ERR_WRITE_INDETERMINATE', 503],

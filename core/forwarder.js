@@ -3,6 +3,7 @@
 const { Pool } = require('undici')
 const { UpstreamPool } = require('./upstream-h1')
 const { RETRY_NEWER_MAP } = require('./http')
+const { connectionOptions } = require('./http-syntax')
 
 /**
  * The upstream side of a router (core/key-router.js): one forwarding attempt
@@ -61,23 +62,44 @@ const HOP_LENGTHS = new Set([...HOP_BY_HOP].map((n) => n.length))
 
 /**
  * Append the forwardable [name, value] pairs of a raw header list (strings or
- * Buffers) to `out`. Returns the server's X-Chopper-Inflight count, or -1.
+ * Buffers) to `out`: not hop-by-hop, and not named by the answer's
+ * Connection header (RFC 9110 7.6.1). Returns the server's
+ * X-Chopper-Inflight count, or -1.
  */
 function appendResponseHeaders (raw, out) {
   let inflight = -1
+  let connection = null
+  const from = out.length
   for (let i = 0; i < raw.length; i += 2) {
     const name = typeof raw[i] === 'string' ? raw[i] : raw[i].toString('latin1')
     // Every hop-by-hop name is 2 to 20 characters long: most others skip the lowercasing.
     if (HOP_LENGTHS.has(name.length)) {
       const lower = name.toLowerCase()
       if (HOP_BY_HOP.has(lower)) {
-        if (lower === INFLIGHT) inflight = Number(typeof raw[i + 1] === 'string' ? raw[i + 1] : raw[i + 1].toString('latin1'))
+        const value = typeof raw[i + 1] === 'string' ? raw[i + 1] : raw[i + 1].toString('latin1')
+        if (lower === INFLIGHT) inflight = Number(value)
+        else if (lower === 'connection') connection = connection === null ? value : connection + ',' + value
         continue
       }
     }
     out.push(name, typeof raw[i + 1] === 'string' ? raw[i + 1] : raw[i + 1].toString('latin1'))
   }
+  // Most answers say at most `keep-alive` or `close`: nothing more to drop.
+  const named = connectionOptions(connection)
+  if (named !== null) dropNamed(out, from, named)
   return Number.isInteger(inflight) && inflight >= 0 ? inflight : -1
+}
+
+/** Remove from `list` (a flat [name, value, ...] list), from index `from` on, the fields whose lower-case name is in `names`. */
+function dropNamed (list, from, names) {
+  let to = from
+  for (let i = from; i < list.length; i += 2) {
+    if (names.has(list[i].toLowerCase())) continue
+    list[to] = list[i]
+    list[to + 1] = list[i + 1]
+    to += 2
+  }
+  list.length = to
 }
 
 function uncork (res) {
@@ -188,12 +210,14 @@ function abortUpstream (res, handle) {
 
 class UndiciForwarder {
   /**
-   * @param {{ connections: number, timeoutMs: number, client?: 'chopper'|'undici' }} options
-   *   connections: keep-alive connections per app server
+   * @param {{ connections: number, timeoutMs: number, connectTimeoutMs?: number, client?: 'chopper'|'undici' }} options
+   *   connections: keep-alive connections per app server; connectTimeoutMs: a connection
+   *   not made by then fails as not sent (UND_ERR_CONNECT_TIMEOUT), default 10 s as undici's
    */
-  constructor ({ connections, timeoutMs, client = 'chopper' }) {
+  constructor ({ connections, timeoutMs, connectTimeoutMs = 10000, client = 'chopper' }) {
     this.connections = connections
     this.timeoutMs = timeoutMs
+    this.connectTimeoutMs = connectTimeoutMs
     this.pools = new Map()
     // Requests without a body or with one read whole (a Buffer): core/upstream-h1.js
     // ('chopper'), or undici too ('undici'). A streamed body always goes through undici.
@@ -203,7 +227,7 @@ class UndiciForwarder {
   #ownPool (origin) {
     let pool = this.own.get(origin)
     if (!pool) {
-      pool = new UpstreamPool(origin, { connections: this.connections, timeoutMs: this.timeoutMs })
+      pool = new UpstreamPool(origin, { connections: this.connections, timeoutMs: this.timeoutMs, connectTimeoutMs: this.connectTimeoutMs })
       this.own.set(origin, pool)
     }
     return pool
@@ -216,7 +240,8 @@ class UndiciForwarder {
         connections: this.connections,
         keepAliveTimeout: 30000,
         headersTimeout: this.timeoutMs,
-        bodyTimeout: this.timeoutMs
+        bodyTimeout: this.timeoutMs,
+        connect: { timeout: this.connectTimeoutMs }
       })
       this.pools.set(origin, pool)
     }
@@ -271,4 +296,4 @@ function forgetDeparted (forwarder) {
   }
 }
 
-module.exports = { UndiciForwarder, forgetDeparted, ForwardHandler, HOP_BY_HOP, appendResponseHeaders, retriesOnNewerMap, abortUpstream }
+module.exports = { UndiciForwarder, forgetDeparted, ForwardHandler, HOP_BY_HOP, appendResponseHeaders, retriesOnNewerMap, abortUpstream, dropNamed }

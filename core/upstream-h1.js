@@ -2,7 +2,8 @@
 
 const net = require('node:net')
 const diagnostics = require('node:diagnostics_channel')
-const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
+const { STATUS, parseFields, invalidField } = require('./http-syntax')
+const { UpstreamProtocolError } = require('./errors')
 
 /**
  * A keep-alive HTTP/1.1 client for the front end's common case: a request
@@ -20,10 +21,14 @@ const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
  * request with CHOPPER_ERR_UPSTREAM_PROTOCOL and closes the connection.
  *
  * Errors carry undici's codes where the proxy acts on them: ECONNREFUSED
- * and friends from the socket, UND_ERR_SOCKET for a connection that closed
- * before the answer ended, UND_ERR_HEADERS_TIMEOUT / UND_ERR_BODY_TIMEOUT
- * when the server went quiet for `timeoutMs` (one sweep per pool checks
- * every connection, not a timer per request).
+ * and friends from the socket, UND_ERR_CONNECT_TIMEOUT for a connection not
+ * made within `connectTimeoutMs` (nothing was sent: the proxy retries on the
+ * slice's next owner, as after undici's connect timeout), UND_ERR_SOCKET for
+ * a connection that closed before the answer ended, UND_ERR_HEADERS_TIMEOUT /
+ * UND_ERR_BODY_TIMEOUT when the server went quiet for `timeoutMs` (one sweep
+ * per pool checks every connection, not a timer per request), and
+ * UND_ERR_INVALID_ARG for a request header that is not a valid field (never
+ * written: a CR or LF in it would split the head).
  *
  * A connection goes back to the pool after a complete answer unless the
  * server said Connection: close; it is not reused after the server's own
@@ -32,8 +37,6 @@ const { TOKEN, FIELD_VALUE, trimmedValue } = require('./http-syntax')
  */
 
 const HEAD_END = Buffer.from('\r\n\r\n')
-// A Content-Length value as written after the colon.
-const CONTENT_LENGTH = /^ *\d{1,15}$/
 // A chunk-size line: hex digits, then extensions of token characters (no
 // whitespace anywhere: llhttp refuses it, so must we).
 const CHUNK_SIZE_LINE = /^([0-9A-Fa-f]{1,12})(?:;[!#$%&'*+\-.^_`|~0-9A-Za-z=]*)*$/
@@ -64,6 +67,10 @@ class Connection {
   constructor (pool) {
     this.pool = pool
     this.socket = net.connect({ host: pool.hostname, port: pool.port, noDelay: true })
+    // A host that drops SYNs would hold the request until timeoutMs (a 504): give up on the
+    // connection sooner, as not sent, so the proxy can take the request elsewhere.
+    this.connectTimer = setTimeout(() => this.connectTimedOut(), pool.connectTimeoutMs)
+    this.socket.once('connect', () => clearTimeout(this.connectTimer))
     this.handler = null // the request in flight
     this.method = ''
     this.state = HEAD
@@ -88,6 +95,12 @@ class Connection {
     this.error = null
   }
 
+  connectTimedOut () {
+    if (!this.socket.connecting) return
+    this.error = new UpstreamError(`no connection to ${this.pool.origin} within ${this.pool.connectTimeoutMs} ms`, 'UND_ERR_CONNECT_TIMEOUT')
+    this.socket.destroy() // 'close' fails the request in flight with this error (nothing was received)
+  }
+
   /** Send a request on this (idle or connecting) connection. */
   send (request, handler) {
     this.handler = handler
@@ -100,6 +113,13 @@ class Connection {
     handler.onConnect(() => this.abortRequest(handler))
     if (this.handler !== handler) return // aborted in onConnect (its client left while it waited): never sent
     const h = request.headers
+    const bad = invalidField(h)
+    if (bad !== null) { // refused before writing: the connection stays good
+      this.handler = null
+      this.pool.release(this)
+      handler.onError(new UpstreamError(`invalid request header ${JSON.stringify(bad.name)}${'value' in bad ? ' value' : ''}`, 'UND_ERR_INVALID_ARG'))
+      return
+    }
     let head = request.method + ' ' + request.path + ' HTTP/1.1\r\nhost: ' + this.pool.host + '\r\n'
     for (let i = 0; i < h.length; i += 2) head += h[i] + ': ' + h[i + 1] + '\r\n'
     this.written = true
@@ -144,7 +164,7 @@ class Connection {
       at = next
     }
     // Bytes after the answer: the connection is out of step (and any request sent on it since fails).
-    if (at < chunk.length) this.fail(new UpstreamError(`unexpected bytes after an answer from ${this.pool.origin}`, 'CHOPPER_ERR_UPSTREAM_PROTOCOL'))
+    if (at < chunk.length) this.fail(new UpstreamProtocolError(`unexpected bytes after an answer from ${this.pool.origin}`))
   }
 
   /** Consume from `chunk` at `at` in the current state; the new offset, or -1. */
@@ -206,48 +226,25 @@ class Connection {
     const end = chunk.indexOf(HEAD_END, at)
     if (end === -1) return this.wait(chunk, at, MAX_HEAD)
     const text = chunk.toString('latin1', at, end)
-    if (!text.startsWith('HTTP/1.1 ') && !text.startsWith('HTTP/1.0 ')) return this.protocol('not an HTTP/1.x answer')
-    const status = Number(text.slice(9, 12))
-    if (!(status >= 100 && status <= 599) || (text.length > 12 && text.charCodeAt(12) !== 32)) return this.protocol('bad status line')
+    // Three digits exactly: Number() would take '2e2' or ' 20'.
+    const m = STATUS.exec(text)
+    if (m === null) return this.protocol('bad status line')
+    const status = Number(m[1])
     if (text.charCodeAt(7) === 48) this.reusable = false // HTTP/1.0: no keep-alive assumed
-    const raw = []
-    let length = -1
-    let chunked = false
-    let line = text.indexOf('\r\n')
-    while (line !== -1) {
-      const start = line + 2
-      const eol = text.indexOf('\r\n', start)
-      const stop = eol === -1 ? text.length : eol
-      const colon = text.indexOf(':', start)
-      if (colon <= start || colon > stop) return this.protocol('bad header line')
-      const name = text.slice(start, colon)
-      const value = trimmedValue(text, colon + 1, stop)
-      // Checked as the request side is: nothing with a bare CR or LF, a control
-      // character or an obs-fold ever reaches a client's answer.
-      if (!TOKEN.test(name) || !FIELD_VALUE.test(value)) return this.protocol(`bad header ${JSON.stringify(name)}`)
-      switch (name.length) {
-        case 10:
-          if (name.toLowerCase() === 'connection' && /(?:^|[\s,])close(?:$|[\s,])/i.test(value)) this.reusable = false
-          else if (name.toLowerCase() === 'keep-alive') this.keepAlive(value)
-          break
-        case 14:
-          if (name.toLowerCase() === 'content-length') {
-            // Digits, no whitespace after them, and only once (llhttp refuses even an equal repeat).
-            if (length !== -1 || !CONTENT_LENGTH.test(text.slice(colon + 1, stop))) return this.protocol('bad Content-Length')
-            length = Number(value)
-          }
-          break
-        case 17:
-          if (name.toLowerCase() === 'transfer-encoding') {
-            if (value.toLowerCase() !== 'chunked') return this.protocol(`unsupported Transfer-Encoding ${value}`)
-            chunked = true
-          }
-          break
-      }
-      raw.push(name, value)
-      line = eol
-    }
+    const line = text.indexOf('\r\n')
+    // Checked as the request side is: nothing with a bare CR or LF, a control
+    // character or an obs-fold ever reaches a client's answer.
+    const f = parseFields(text, line === -1 ? text.length : line + 2)
+    if (f.error !== null) return this.protocol(f.error)
+    if (f.close) this.reusable = false
+    if (f.keepAlive !== null) this.keepAlive(f.keepAlive)
+    // Digits, no whitespace after them, and only once (llhttp refuses even an equal repeat).
+    if (f.contentLength === -2) return this.protocol('bad Content-Length')
+    const length = f.contentLength
+    const chunked = f.transferEncoding !== null
+    if (chunked && f.transferEncoding.toLowerCase() !== 'chunked') return this.protocol(`unsupported Transfer-Encoding ${f.transferEncoding}`)
     if (chunked && length !== -1) return this.protocol('both Content-Length and Transfer-Encoding')
+    const raw = f.raw
     const next = end + 4
     if (status < 200) return next // 1xx: the final answer follows (101 never: the front end sends no Upgrade)
     const handler = this.handler
@@ -295,7 +292,7 @@ class Connection {
   }
 
   protocol (message) {
-    this.fail(new UpstreamError(`malformed answer from ${this.pool.origin}: ${message}`, 'CHOPPER_ERR_UPSTREAM_PROTOCOL'))
+    this.fail(new UpstreamProtocolError(`malformed answer from ${this.pool.origin}: ${message}`))
     return -1
   }
 
@@ -309,6 +306,7 @@ class Connection {
   }
 
   closed () {
+    clearTimeout(this.connectTimer)
     this.pool.drop(this)
     const handler = this.handler
     if (handler === null) return
@@ -331,7 +329,7 @@ class Connection {
 
 /** Keep-alive connections to one origin, at most `connections`; requests beyond wait in order. */
 class UpstreamPool {
-  constructor (origin, { connections, timeoutMs }) {
+  constructor (origin, { connections, timeoutMs, connectTimeoutMs = 10000 }) {
     const url = new URL(origin)
     if (url.protocol !== 'http:') throw new UpstreamError(`unsupported origin ${origin}`, 'UND_ERR_INVALID_ARG')
     this.origin = origin
@@ -340,6 +338,7 @@ class UpstreamPool {
     this.host = url.host
     this.max = connections
     this.timeoutMs = timeoutMs
+    this.connectTimeoutMs = connectTimeoutMs // undici's default
     this.all = new Set()
     this.idle = []
     this.queue = []

@@ -2,7 +2,8 @@
 
 const net = require('node:net')
 const { STATUS_CODES } = require('node:http')
-const { TOKEN, FIELD_VALUE, trimmedValue } = require('../core/http-syntax')
+const { parseFields, hasBareLf } = require('../core/http-syntax')
+const { MalformedRequestError, toHttpBody } = require('../core/errors')
 
 /**
  * The data port's HTTP/1.1 server for the common case, on plain `net`
@@ -39,9 +40,6 @@ const { TOKEN, FIELD_VALUE, trimmedValue } = require('../core/http-syntax')
 const HEAD_END = Buffer.from('\r\n\r\n')
 // A request target in origin form, visible ASCII only (llhttp's strict mode agrees).
 const ORIGIN_FORM = /^\/[\x21-\x7e]*$/
-// A Content-Length value as written after the colon: digits with no whitespace after them
-// (llhttp refuses a trailing tab), at most 15 of them (a safe integer).
-const CONTENT_LENGTH = /^ *([0-9]{1,15})$/
 // Methods this server takes; others (CONNECT, PRI, anything unknown) go to the fallback.
 const METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'POST', 'PUT', 'PATCH'])
 // Node keeps the first of these when repeated (IncomingMessage's matchKnownFields); others are joined.
@@ -62,9 +60,13 @@ function utcDate () {
   return dateString
 }
 
+/** parseHead's answer for a head with more than one Host (RFC 9112 3.2: the server answers 400 itself). */
+const DUPLICATE_HOST = Symbol('duplicate Host')
+
 /**
- * Parse a request head (without its final CRLF CRLF) into a FastRequest, or
- * null when this server does not take it. `head` is a latin1 string.
+ * Parse a request head (without its final CRLF CRLF) into a FastRequest;
+ * null when this server does not take it (the fallback decides), or
+ * DUPLICATE_HOST. `head` is a latin1 string.
  */
 function parseHead (head, socket) {
   let eol = head.indexOf('\r\n')
@@ -77,57 +79,13 @@ function parseHead (head, socket) {
   if (!METHODS.has(method)) return null
   const url = head.slice(sp1 + 1, sp2)
   if (!ORIGIN_FORM.test(url)) return null
-  const rawHeaders = []
-  let host = false
-  let length = -1
-  let close = false
-  let at = eol + 2
-  while (at < head.length) {
-    let end = head.indexOf('\r\n', at)
-    if (end === -1) end = head.length
-    const colon = head.indexOf(':', at)
-    if (colon <= at || colon >= end) return null // no name, or no colon on this line (an obs-fold starts with a space: no token)
-    const name = head.slice(at, colon)
-    if (!TOKEN.test(name)) return null
-    const value = trimmedValue(head, colon + 1, end)
-    if (!FIELD_VALUE.test(value)) return null // a stray CR or LF, or a control character
-    switch (name.length) {
-      case 4:
-        if (name.toLowerCase() === 'host') {
-          if (host) return null // two Hosts: Node answers 400
-          host = true
-        }
-        break
-      case 6:
-        if (name.toLowerCase() === 'expect') return null
-        break
-      case 7:
-        if (name.toLowerCase() === 'upgrade') return null
-        break
-      case 10:
-        if (name.toLowerCase() === 'connection') {
-          const v = value.toLowerCase()
-          if (v.includes('upgrade')) return null
-          if (/(?:^|[\s,])close(?:$|[\s,])/.test(v)) close = true
-        }
-        break
-      case 14:
-        if (name.toLowerCase() === 'content-length') {
-          // One plain length; a repeated one goes to Node (which answers 400 unless they agree).
-          const m = length === -1 ? CONTENT_LENGTH.exec(head.slice(colon + 1, end)) : null
-          if (m === null) return null
-          length = Number(m[1])
-        }
-        break
-      case 17:
-        if (name.toLowerCase() === 'transfer-encoding') return null
-        break
-    }
-    rawHeaders.push(name, value)
-    at = end + 2
-  }
-  if (!host) return null
-  return new FastRequest(method, url, rawHeaders, socket, close, length > 0 ? length : 0)
+  const f = parseFields(head, eol + 2)
+  if (f.error !== null) return null
+  if (f.hosts > 1) return DUPLICATE_HOST // Node's server would take the first
+  // A repeated or odd Content-Length goes to Node (which answers 400 unless they agree).
+  if (f.hosts === 0 || f.contentLength === -2 || f.transferEncoding !== null || f.expect || f.upgrade) return null
+  if (f.connection !== null && f.connection.includes('upgrade')) return null
+  return new FastRequest(method, url, f.raw, socket, f.close, f.contentLength > 0 ? f.contentLength : 0)
 }
 
 /** The part of `http.IncomingMessage` the proxy reads; a body, if any, read whole into `bufferedBody`. */
@@ -331,11 +289,14 @@ class Connection {
     const end = buf.indexOf(HEAD_END)
     if (end === -1) {
       if (buf.length > this.server.maxHeaderSize) return this.handOff() // Node answers 431
+      // Lines ended by a bare LF never make a CRLF CRLF: Node answers them (a 400) at once.
+      if (hasBareLf(buf)) return this.handOff()
       this.started()
       return false
     }
     if (end > this.server.maxHeaderSize) return this.handOff()
     const req = parseHead(buf.toString('latin1', 0, end), this.socket)
+    if (req === DUPLICATE_HOST) return this.refuse('more than one Host header (RFC 9112 3.2)')
     // A body over maxBodySize goes to Node too (the proxy streams it, or buffers it up to its own limit).
     if (req === null || req.contentLength > this.server.maxBodySize || this.server.fallbackFor(req)) return this.handOff()
     this.buffered = end + 4 === buf.length ? null : buf.subarray(end + 4)
@@ -420,6 +381,19 @@ class Connection {
     return false
   }
 
+  /**
+   * Answer 400 and close: a request this server must refuse and Node's server
+   * would take (false: this connection is done).
+   */
+  refuse (message) {
+    const err = new MalformedRequestError(message)
+    const body = JSON.stringify(toHttpBody(err))
+    this.server.connections.delete(this)
+    this.buffered = null
+    this.socket.end(`HTTP/1.1 ${err.status} ${STATUS_CODES[err.status]}\r\nDate: ${utcDate()}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`, 'latin1')
+    return false
+  }
+
   /** Close when idle (server shutdown); a response in flight closes the connection when it ends. */
   closeIdle () {
     if (this.res === null) this.socket.destroy()
@@ -464,4 +438,4 @@ function createFastServer ({ onRequest, fallback, fallbackFor = () => false, kee
   return server
 }
 
-module.exports = { createFastServer, parseHead, FastRequest, FastResponse }
+module.exports = { createFastServer, parseHead, DUPLICATE_HOST, FastRequest, FastResponse }

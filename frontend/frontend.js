@@ -12,7 +12,8 @@ const { createReplicaRouter } = require('../core/replica-router')
 const { ControllerClient, parseControllerUrls } = require('../core/controller-client')
 const { createControlPlane } = require('./control-plane')
 const { jsonErrorHandler, listen, close } = require('../core/http')
-const { InvalidArgumentError } = require('../core/errors')
+const { InvalidArgumentError, MalformedRequestError, toHttpBody } = require('../core/errors')
+const { hostCount } = require('../core/http-syntax')
 const { silent } = require('../core/logger')
 const { validateToken } = require('../core/cluster-auth')
 const { resolveMap } = require('../core/map-diff')
@@ -34,6 +35,7 @@ const defaults = Object.freeze({
   upstreamClient: 'chopper', // with the undici forwarder, requests without a body or with one read whole go upstream through 'chopper' (core/upstream-h1.js) or 'undici' too
   connections: 64, // keep-alive connections per app server
   upstreamTimeoutMs: 30000,
+  connectTimeoutMs: 10000, // a connection to an app server not made by then fails as not sent: the request goes to the slice's next owner
   bufferLimit: 1024 * 1024, // bodies up to this size are buffered so a 421 can be retried
   holdMs: 3000, // a request that meets a handoff, a 421 or a dead owner waits this long for a newer map, then fails
   pullIntervalMs: 10000, // safety net: re-register (idempotent; a restarted controller relearns us) and take its assignment; 0 disables
@@ -70,7 +72,7 @@ function createFrontend (options = {}) {
   if (opts.forwarder !== 'undici' && !isForwarder(opts.forwarder)) throw new InvalidArgumentError('invalid forwarder: expected "undici" or an object with attempt, forget and close')
   if (!['fast', 'node'].includes(opts.dataServer)) throw new InvalidArgumentError('invalid dataServer: expected "fast" or "node"')
   if (!['chopper', 'undici'].includes(opts.upstreamClient)) throw new InvalidArgumentError('invalid upstreamClient: expected "chopper" or "undici"')
-  for (const k of ['connections', 'upstreamTimeoutMs', 'bufferLimit', 'holdMs']) {
+  for (const k of ['connections', 'upstreamTimeoutMs', 'connectTimeoutMs', 'bufferLimit', 'holdMs']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
   if (opts.controllerUrl !== undefined) parseControllerUrls(opts.controllerUrl) // throws naming the option
@@ -79,7 +81,7 @@ function createFrontend (options = {}) {
   const log = opts.logger.child({ component: 'frontend', frontendId: id })
   const client = opts.controllerUrl ? new ControllerClient({ controllerUrl: opts.controllerUrl, clusterToken: opts.clusterToken }) : null // pulls on 421
   const forwarder = opts.forwarder === 'undici'
-    ? new UndiciForwarder({ connections: opts.connections, timeoutMs: opts.upstreamTimeoutMs, client: opts.upstreamClient })
+    ? new UndiciForwarder({ connections: opts.connections, timeoutMs: opts.upstreamTimeoutMs, connectTimeoutMs: opts.connectTimeoutMs, client: opts.upstreamClient })
     : opts.forwarder
 
   const table = new RoutingTable({
@@ -107,6 +109,8 @@ function createFrontend (options = {}) {
   const keyRouter = createKeyRouter({ table, replicas: router, forwarder, metrics, holdMs: opts.holdMs, logger: log })
   const proxy = createProxyHandler({ router: keyRouter, metrics, bufferLimit: opts.bufferLimit, logger: log })
   const onData = (req, res) => {
+    // Node's server takes the first of two Hosts; RFC 9112 3.2 asks for a 400 (as frontend/fast-http.js answers).
+    if (hostCount(req.rawHeaders) > 1) return refuse(res, new MalformedRequestError('more than one Host header (RFC 9112 3.2)'))
     if ((req.method === 'GET' || req.method === 'HEAD') && isReserved(req.url)) return reserved(req, res)
     proxy(req, res)
   }
@@ -146,6 +150,13 @@ function isForwarder (f) {
 }
 
 /** `/healthz` and `/metrics` (with or without a query) are the front end's own. */
+/** Answer a request with `err` as JSON and close the connection. */
+function refuse (res, err) {
+  const text = JSON.stringify(toHttpBody(err))
+  res.writeHead(err.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), connection: 'close' })
+  res.end(text)
+}
+
 function isReserved (url) {
   const q = url.indexOf('?')
   const path = q === -1 ? url : url.slice(0, q)

@@ -6,22 +6,26 @@ const { keyFromRawRequest } = require('../core/request-key')
 const { isRead } = require('../core/key-router')
 const { performance } = require('node:perf_hooks')
 const { PassThrough } = require('node:stream')
-const { HOP_BY_HOP, abortUpstream } = require('../core/forwarder')
+const { HOP_BY_HOP, abortUpstream, dropNamed } = require('../core/forwarder')
+const { connectionOptions } = require('../core/http-syntax')
 
 /**
  * The request's headers as a flat [name, value, ...] list for undici, from
- * `rawHeaders` (no object copy), hop-by-hop ones dropped, the forwarding
- * headers and the routing generation added.
+ * `rawHeaders` (no object copy), hop-by-hop ones and those the Connection
+ * header names (RFC 9110 7.6.1) dropped, the forwarding headers and the
+ * routing generation added.
  */
 function forwardHeaders (req, generation) {
   const raw = req.rawHeaders
   const out = []
   let xff
   let host
+  let connection = null
   for (let i = 0; i < raw.length; i += 2) {
     const lower = raw[i].toLowerCase()
     if (HOP_BY_HOP.has(lower) || lower === 'expect') { // Node's server already answered any 100-continue
       if (lower === 'host') host = raw[i + 1]
+      else if (lower === 'connection') connection = connection === null ? raw[i + 1] : connection + ',' + raw[i + 1]
       continue
     }
     if (lower === 'x-forwarded-for') {
@@ -30,6 +34,9 @@ function forwardHeaders (req, generation) {
     }
     out.push(raw[i], raw[i + 1])
   }
+  // Most requests say at most `keep-alive` or `close`: nothing more to drop.
+  const named = connectionOptions(connection)
+  if (named !== null) dropNamed(out, 0, named)
   const peer = req.socket.remoteAddress
   out.push('x-forwarded-for', xff ? `${xff}, ${peer}` : peer)
   if (host) out.push('x-forwarded-host', host)

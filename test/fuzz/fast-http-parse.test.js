@@ -3,7 +3,7 @@
 const net = require('node:net')
 const http = require('node:http')
 const fc = require('fast-check')
-const { parseHead } = require('../../frontend/fast-http')
+const { parseHead, DUPLICATE_HOST } = require('../../frontend/fast-http')
 const { listen, close } = require('../../core/http')
 
 // Differential: whatever request head frontend/fast-http.js takes itself,
@@ -71,7 +71,7 @@ describe('fast-http request heads against Node\'s own parser', () => {
     await fc.assert(fc.asyncProperty(head, async (h) => {
       const n = ++id
       const fast = parseHead(`${h}\r\nX-Sample: ${n}`, null)
-      if (fast === null) return // left to Node's server: nothing to compare
+      if (fast === null || fast === DUPLICATE_HOST) return // left to Node's server, or refused with a 400: nothing to compare
       accepted++
       // The body the fast server would read whole (a short one is sent; Node reads the head first anyway)
       const text = `${h}\r\nX-Sample: ${n}\r\n\r\n${fast.contentLength <= 64 ? 'b'.repeat(fast.contentLength) : ''}`

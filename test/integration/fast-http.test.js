@@ -2,7 +2,7 @@
 
 const net = require('node:net')
 const http = require('node:http')
-const { createFastServer, parseHead } = require('../../frontend/fast-http')
+const { createFastServer, parseHead, DUPLICATE_HOST } = require('../../frontend/fast-http')
 const { listen, close } = require('../../core/http')
 const { pollUntil } = require('../../core/poll')
 
@@ -104,7 +104,6 @@ describe('frontend/fast-http: the data port\'s own HTTP/1.1 server', () => {
     for (const head of [
       'GET /a HTTP/1.0\r\nHost: x', // HTTP/1.0
       'GET /a HTTP/1.1', // no Host
-      'GET /a HTTP/1.1\r\nHost: x\r\nHost: y', // two Hosts
       'GET /a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 0', // a repeated length: Node answers 400
       'POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5',
       'POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5',
@@ -125,6 +124,12 @@ describe('frontend/fast-http: the data port\'s own HTTP/1.1 server', () => {
       'BREW /a HTTP/1.1\r\nHost: x',
       ' GET /a HTTP/1.1\r\nHost: x'
     ]) expect([head, ok(head)]).toEqual([head, null])
+  })
+
+  test('two Hosts are refused by the parser itself (RFC 9112 3.2), however they are spelled', () => {
+    for (const head of ['GET /a HTTP/1.1\r\nHost: x\r\nHost: y', 'GET /a HTTP/1.1\r\nhost: x\r\nX-A: 1\r\nHOST: x', 'POST /a HTTP/1.1\r\nHost: x\r\nHost: x\r\nContent-Length: 1']) {
+      expect([head, parseHead(head, null)]).toEqual([head, DUPLICATE_HOST])
+    }
   })
 
   test('req.headers is the object Node\'s own server builds from the same head', async () => {

@@ -5,6 +5,7 @@ const http = require('node:http')
 const { UpstreamPool } = require('../../core/upstream-h1')
 const { listen, close } = require('../../core/http')
 const { pollUntil } = require('../../core/poll')
+const { createBlackhole } = require('../helpers/blackhole')
 
 /** One request through `pool`, collected: status, raw headers, body, or the error. */
 function fetchVia (pool, { method = 'GET', path = '/', headers = [], body = null, pauseFirst = false } = {}) {
@@ -125,7 +126,12 @@ describe('core/upstream-h1: the keep-alive client for bodiless requests', () => 
       '/lf': 'HTTP/1.1 200 OK\r\nX-A: a\nSet-Cookie: evil=1\r\nContent-Length: 0\r\n\r\n',
       '/cr': 'HTTP/1.1 200 OK\r\nX-A: a\rSet-Cookie: evil=1\r\nContent-Length: 0\r\n\r\n',
       '/fold': 'HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 0\r\n\r\n',
-      '/name': 'HTTP/1.1 200 OK\r\nBad Name: a\r\nContent-Length: 0\r\n\r\n'
+      '/name': 'HTTP/1.1 200 OK\r\nBad Name: a\r\nContent-Length: 0\r\n\r\n',
+      // A status of three digits and nothing else: Number() reads '2e2' as 200 and '1e2' as 100.
+      '/exp': 'HTTP/1.1 2e2 OK\r\nContent-Length: 0\r\n\r\n',
+      '/exp1': 'HTTP/1.1 1e2 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n',
+      '/four': 'HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n',
+      '/hex': 'HTTP/1.1 0x1 OK\r\nContent-Length: 0\r\n\r\n'
     }
     const { pool, stats } = await setup((head, socket) => socket.write(answers[head.split(' ')[1]]))
     for (const path of Object.keys(answers)) {
@@ -158,6 +164,47 @@ describe('core/upstream-h1: the keep-alive client for bodiless requests', () => 
     expect((await fetchVia(pool, { path: '/silent' })).error.code).toBe('UND_ERR_HEADERS_TIMEOUT')
     expect(Date.now() - t0).toBeGreaterThanOrEqual(200)
     expect((await fetchVia(pool, { path: '/slowbody' })).error.code).toBe('UND_ERR_BODY_TIMEOUT')
+  })
+
+  test('a status line without a reason phrase is read; a status code is three digits exactly', async () => {
+    const { pool } = await setup((head, socket) => socket.write(head.includes('/bare') ? 'HTTP/1.1 204\r\n\r\n' : 'HTTP/1.1 599 Whatever\r\nContent-Length: 0\r\n\r\n'))
+    expect(await fetchVia(pool, { path: '/bare' })).toMatchObject({ status: 204, error: null })
+    expect(await fetchVia(pool, { path: '/599' })).toMatchObject({ status: 599, error: null })
+  })
+
+  test('a request header that is not a valid field is never written: UND_ERR_INVALID_ARG, and the connection stays good', async () => {
+    const { pool, stats } = await setup((head, socket) => socket.write('HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n'))
+    const bad = [
+      ['x-a', 'v\r\nx-injected: 1'], // a CRLF would start a header (or a request) of its own
+      ['x-a', 'v\nx'],
+      ['x-a', 'v\u0000'],
+      ['x-a', 'caf\u20ac'], // not latin1: written as latin1 it would be another byte
+      ['x a', 'v'],
+      ['x-a\r\nx-b', 'v'],
+      ['', 'v'],
+      ['x-a', 5]
+    ]
+    for (const header of bad) {
+      const r = await fetchVia(pool, { path: '/bad', headers: header })
+      expect([header, r.error && r.error.code]).toEqual([header, 'UND_ERR_INVALID_ARG'])
+    }
+    expect(stats.requests).toEqual([])
+    expect(await fetchVia(pool, { path: '/good', headers: ['x-a', 'v \t\u00e9'] })).toMatchObject({ status: 200, error: null })
+    expect(stats.requests).toHaveLength(1)
+    expect(stats.connections).toBe(1)
+  })
+
+  test('a host that drops SYNs fails the request with UND_ERR_CONNECT_TIMEOUT after connectTimeoutMs, not the answer timeout', async () => {
+    const hole = await createBlackhole()
+    closers.push(() => hole.close())
+    const pool = new UpstreamPool(hole.origin, { connections: 2, timeoutMs: 20000, connectTimeoutMs: 300 })
+    closers.push(() => pool.destroy())
+    const t0 = Date.now()
+    const r = await fetchVia(pool, { method: 'PUT', path: '/k', headers: ['content-length', '1'], body: Buffer.from('x') })
+    expect(r.error.code).toBe('UND_ERR_CONNECT_TIMEOUT')
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(300)
+    expect(Date.now() - t0).toBeLessThan(5000)
+    await pollUntil(() => pool.all.size === 0, { what: 'the connection to be dropped' })
   })
 
   test('a request aborted while it waited for a connection is never sent, and the connection stays in use', async () => {
