@@ -25,13 +25,13 @@ const { silent } = require('../../core/logger')
  * `close({ drainMs })` stops accepting, lets requests in flight answer, then
  * ends it. `stats()`: requests in flight, and requests aborted before their
  * body arrived (logged, never thrown).
- * @param {{ logger?, port?: number }} [options] port 0 (default) picks a free one
+ * @param {{ logger?, port?: number, host?: string }} [options] port 0 (default) picks a free one; host: 127.0.0.1 unless given (a test host's address)
  * @returns {Promise<{ endpoint: string, port: number, server, stats(), stop(), start(), close() }>}
  */
-async function startDynalite ({ logger = silent, port = 0 } = {}) {
+async function startDynalite ({ logger = silent, port = 0, host = '127.0.0.1' } = {}) {
   const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 })
-  const bound = await listen(server, port, '127.0.0.1')
-  const endpoint = `http://127.0.0.1:${bound}`
+  const bound = await listen(server, port, host)
+  const endpoint = `http://${host}:${bound}`
   const log = logger.child({ component: 'dynalite' })
   log.info({ endpoint }, 'in-process dynalite started (embedded DynamoDB; data lives in memory)')
 
@@ -93,7 +93,7 @@ async function startDynalite ({ logger = silent, port = 0 } = {}) {
     stats: () => ({ inFlight, aborted }),
     stop,
     async start () {
-      if (!server.listening) await listen(server, bound, '127.0.0.1')
+      if (!server.listening) await listen(server, bound, host)
       log.info({ endpoint }, 'dynalite answering again')
     },
     /** Stop accepting, let requests in flight answer (up to drainMs), then drop every connection. */

@@ -15,7 +15,11 @@ const { InvalidArgumentError } = require('../../core/errors')
 const { startChaosCluster } = require('./cluster')
 const { createKvClient, createPhaseLog, createKeys, startLoad, probeKeys, isSuccess, defaults: loadDefaults } = require('./load')
 const { summariseRequests, servedAgain, failureTimeline, failedSamples, promValue, promSeries, diffSeries } = require('./measure')
-const { FAULTS } = require('./faults')
+const { FAULTS: LOCAL_FAULTS } = require('./faults')
+const { NET_FAULTS } = require('./net-faults')
+const { startNetCluster } = require('./net-cluster')
+const { netnsSupport } = require('./netns')
+const { unavailability } = require('./unavailability')
 const { getText } = require('./http')
 const { summariseLogs, logSizes } = require('./report')
 
@@ -31,6 +35,15 @@ const defaults = Object.freeze({
   beforeMs: 5000, // steady load before each fault
   afterMs: 5000, // and after it
   hangHoldMs: 3000, // how long the control port stays hung after the first eviction
+  // Network faults (bench/chaos/net-faults.js), on test hosts in network namespaces (root only).
+  net: 'auto', // 'auto': run them where namespaces can be made; true: required; false: skip them
+  netHoldMs: 5000, // how long a partition or a clock fault is held after the system noticed it
+  netMoves: 5, // slice moves while a front end is cut from the controllers
+  netDelayMs: 200, // control-plane delay ...
+  netJitterMs: 100, // ... plus or minus this, uniform
+  netLossPct: 5, // control-plane packet loss
+  netDelayHoldMs: 60000, // how long the delay and loss last
+  netClockFastPct: 1, // the fast clock's excess rate
   movesTimeoutMs: 600000, // bound on the moves loop
   periodMs: 1000, // controller balancing period (the only non-default controller setting)
   only: null, // fault names; null = all
@@ -46,8 +59,9 @@ const defaults = Object.freeze({
 })
 
 /** What --quick changes, unless the option was given explicitly. */
-const quickDefaults = Object.freeze({ moves: 100, redisEvery: 25, beforeMs: 2000, afterMs: 2000, hangHoldMs: 1000, movesTimeoutMs: 120000 })
+const quickDefaults = Object.freeze({ moves: 100, redisEvery: 25, beforeMs: 2000, afterMs: 2000, hangHoldMs: 1000, movesTimeoutMs: 120000, netHoldMs: 2000, netDelayHoldMs: 15000 })
 
+const FAULTS = Object.freeze([...LOCAL_FAULTS, ...NET_FAULTS])
 const FAULT_NAMES = FAULTS.map((f) => f.name)
 
 function resolveOptions (options) {
@@ -59,7 +73,10 @@ function resolveOptions (options) {
   if (!(typeof o.rate === 'number' && o.rate > 0 && o.rate <= 5000)) throw new InvalidArgumentError(`invalid rate: expected a number in (0, 5000], got ${JSON.stringify(o.rate)}`)
   if (!(typeof o.putRatio === 'number' && o.putRatio >= 0 && o.putRatio <= 1)) throw new InvalidArgumentError(`invalid putRatio: expected a number in [0, 1], got ${JSON.stringify(o.putRatio)}`)
   if (!(typeof o.zipfS === 'number' && o.zipfS >= 0)) throw new InvalidArgumentError(`invalid zipfS: expected a number >= 0, got ${JSON.stringify(o.zipfS)}`)
-  for (const k of ['keys', 'moves', 'redisEvery', 'hangHoldMs', 'movesTimeoutMs']) posInt(k)
+  for (const k of ['keys', 'moves', 'redisEvery', 'hangHoldMs', 'movesTimeoutMs', 'netHoldMs', 'netMoves', 'netDelayHoldMs']) posInt(k)
+  for (const k of ['netDelayMs', 'netJitterMs', 'netClockFastPct']) posInt(k, 0)
+  if (!(Number.isInteger(o.netLossPct) && o.netLossPct >= 1 && o.netLossPct <= 99)) throw new InvalidArgumentError(`invalid netLossPct: expected an integer from 1 to 99, got ${JSON.stringify(o.netLossPct)}`)
+  if (![true, false, 'auto'].includes(o.net)) throw new InvalidArgumentError(`invalid net: expected true, false or "auto", got ${JSON.stringify(o.net)}`)
   for (const k of ['beforeMs', 'afterMs', 'seed']) posInt(k, 0)
   posInt('periodMs', 10)
   if (o.handoff !== undefined && !['fenced', 'none'].includes(o.handoff)) throw new InvalidArgumentError(`invalid handoff: expected "fenced" or "none", got ${JSON.stringify(o.handoff)}`)
@@ -88,32 +105,53 @@ async function runChaos (options = {}) {
   const progress = opts.progress
   const now = () => performance.now()
   const steady = (ms) => delay(ms, undefined, { signal: opts.signal })
-  const faults = FAULTS.filter((f) => !opts.only || opts.only.includes(f.name))
-
-  progress(`starting the cluster (logs in ${logDir})`)
-  if (opts.handoff || opts.consistency) progress(`NEGATIVE CONTROL: handoff ${opts.handoff || 'default'}, consistency ${opts.consistency || 'default'}`)
-  const cluster = await startChaosCluster({ periodMs: opts.periodMs, logDir, handoff: opts.handoff, consistency: opts.consistency, heldReads: opts.heldReads })
-  const client = createKvClient({ targets: cluster.frontendUrls })
-  const phases = []
-  let settings
-  let sizes = null
-  try {
-    settings = await readSettings(cluster, opts)
-    const ctx = { cluster, opts: { ...opts, controllerDefaults }, now, steady, signal: opts.signal, rng: null, logDir }
-    for (const fault of faults) {
-      if (opts.signal && opts.signal.aborted) break
-      progress(`phase ${fault.name}: ${fault.title}`)
-      ctx.rng = createRng(deriveSeed(opts.seed, 'chaos', fault.name, 'fault'))
-      const p = await runPhase(ctx, client, fault)
-      phases.push(p)
-      progress(`phase ${fault.name}: sent ${p.requests.sent}, failed ${p.requests.failed}, misrouted ${p.frontends.misdirected}, served again after ${p.servedAgainMs ?? 'n/a'} ms, history ${p.history.verdict}${p.error ? `, error: ${p.error}` : ''}`)
-      if (p.error && !(opts.signal && opts.signal.aborted)) await repair(cluster, progress)
+  let faults = FAULTS.filter((f) => (opts.only ? opts.only.includes(f.name) : true))
+  const skipped = []
+  if (faults.some((f) => f.net) && opts.net !== true) {
+    const support = netnsSupport()
+    if (opts.net === false || !support.ok) {
+      const reason = opts.net === false ? 'network faults not asked for' : support.reason
+      if (opts.only) throw new InvalidArgumentError(`cannot run ${faults.filter((f) => f.net).map((f) => f.name).join(', ')}: ${reason}`)
+      for (const f of faults.filter((x) => x.net)) skipped.push({ fault: f.name, reason })
+      progress(`skipping the network faults: ${reason}`)
+      faults = faults.filter((f) => !f.net)
     }
-  } finally {
-    sizes = logSizes(logDir) // what teardown logs (deregistrations, "last app server left") is not summarised
-    progress('stopping the cluster')
-    await client.close()
-    await cluster.close()
+  }
+  if (opts.handoff || opts.consistency) progress(`NEGATIVE CONTROL: handoff ${opts.handoff || 'default'}, consistency ${opts.consistency || 'default'}`)
+  // The process faults run on the in-process cluster, the network faults on test hosts.
+  const groups = [
+    { kind: 'local', faults: faults.filter((f) => !f.net) },
+    { kind: 'net', faults: faults.filter((f) => f.net) }
+  ].filter((g) => g.faults.length > 0)
+  const phases = []
+  const settings = {}
+  let sizes = null
+  for (const group of groups) {
+    if (opts.signal && opts.signal.aborted) break
+    progress(`starting the ${group.kind === 'net' ? 'cluster on test hosts (network namespaces)' : 'cluster'} (logs in ${logDir})`)
+    const cluster = group.kind === 'net'
+      ? await startNetCluster({ periodMs: opts.periodMs, logDir: path.join(logDir, 'net') })
+      : await startChaosCluster({ periodMs: opts.periodMs, logDir, handoff: opts.handoff, consistency: opts.consistency, heldReads: opts.heldReads })
+    const client = createKvClient({ targets: cluster.frontendUrls })
+    try {
+      settings[group.kind] = await readSettings(cluster, opts)
+      if (group.kind === 'net') settings.net.hosts = cluster.describe()
+      const ctx = { cluster, opts: { ...opts, controllerDefaults }, now, steady, signal: opts.signal, rng: null, logDir }
+      for (const fault of group.faults) {
+        if (opts.signal && opts.signal.aborted) break
+        progress(`phase ${fault.name}: ${fault.title}`)
+        ctx.rng = createRng(deriveSeed(opts.seed, 'chaos', fault.name, 'fault'))
+        const p = await runPhase(ctx, client, fault)
+        phases.push(p)
+        progress(`phase ${fault.name}: sent ${p.requests.sent}, failed ${p.requests.failed}, misrouted ${p.frontends.misdirected}, served again after ${p.servedAgainMs ?? 'n/a'} ms, unavailable at most ${p.unavailability.maxMs ?? 0} ms, history ${p.history.verdict}${p.error ? `, error: ${p.error}` : ''}`)
+        if (p.error && !(opts.signal && opts.signal.aborted)) await repair(cluster, progress)
+      }
+    } finally {
+      sizes = logSizes(logDir) // what teardown logs (deregistrations, "last app server left") is not summarised
+      progress(`stopping the ${group.kind === 'net' ? 'cluster on test hosts' : 'cluster'}`)
+      await client.close()
+      await cluster.close()
+    }
   }
   return {
     startedAt: startedAt.toISOString(),
@@ -125,7 +163,9 @@ async function runChaos (options = {}) {
     command: opts.command || null,
     aborted: Boolean(opts.signal && opts.signal.aborted),
     logDir,
-    settings,
+    settings: settings.local || settings.net,
+    netSettings: settings.local && settings.net ? settings.net : undefined,
+    skipped,
     rows: phases.map(rowOf),
     phases,
     logs: summariseLogs(logDir, sizes)
@@ -190,6 +230,7 @@ async function runPhase (ctx, client, fault) {
   const unresolved = evs.reduce((n, e) => n + e.servedAgain.unresolved.length, 0)
   if (unresolved) notes.push(`${unresolved} victim key(s) never served again`)
   const history = checkHistory(log.history.operations())
+  const unavailable = unavailability(log.records)
   if (history.verdict === 'violation') notes.push(`${history.violationCount} key(s) not linearizable`)
   if (load.stats.skipped) notes.push(`${load.stats.skipped} requests skipped by the client`)
   if (error) notes.unshift(`fault failed: ${error}`)
@@ -206,6 +247,7 @@ async function runPhase (ctx, client, fault) {
     probes: { sent: probeRecords.length, failed: probeRecords.filter((r) => !isSuccess(r)).length },
     events: evs,
     servedAgainMs: maxes.length ? Math.max(...maxes) : null,
+    unavailability: unavailable,
     failureTimeline: failureTimeline(loadRecords, origin),
     failedSamples: failedSamples(log.records, origin),
     frontends: fe,
@@ -233,6 +275,7 @@ function rowOf (p) {
     failedPct: p.requests.failedPct,
     misrouted: p.frontends.misdirected ?? 'n/a',
     servedAgainMs: p.servedAgainMs,
+    unavailableMs: p.unavailability.maxMs,
     verdict: p.history.verdict,
     notes: p.notes
   }

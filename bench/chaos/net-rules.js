@@ -2,6 +2,14 @@
 
 const { InvalidArgumentError } = require('../../core/errors')
 
+const IPV4 = /^\d{1,3}(?:\.\d{1,3}){3}$/
+// The chains of a host's table: filtering both ways, and NAT of what it sends.
+const CHAINS = Object.freeze({
+  input: 'filter hook input priority 0',
+  output: 'filter hook output priority 0',
+  natout: 'nat hook output priority -100'
+})
+
 /**
  * Network faults between the hosts of a bench/chaos/netns.js network, as
  * nftables rules in the hosts' namespaces (one `inet chaos` table per host,
@@ -14,7 +22,10 @@ const { InvalidArgumentError } = require('../../core/errors')
  *   `ct direction original`, so connections kept alive from before are cut
  *   too, not only new ones). Connections `to` opens to `from` work both ways.
  * - `loss(host, percent, peers)`: drop that share of the packets between
- *   `host` and `peers`, each way, at random (`numgen random`).
+ *   `host` and `peers` (host names or addresses), each way, at random
+ *   (`numgen random`).
+ * - `redirect(host, targets)`: new connections from `host` to an address
+ *   and port go elsewhere (DNAT), for a delay proxy in the path.
  *
  * Each returns a handle whose `heal()` removes that fault alone; `healAll()`
  * removes every one.
@@ -37,12 +48,27 @@ class NetRules {
 
   loss (host, percent, peers) {
     if (!(Number.isInteger(percent) && percent > 0 && percent < 100)) throw new InvalidArgumentError(`invalid percent: expected an integer from 1 to 99, got ${JSON.stringify(percent)}`)
-    if (!Array.isArray(peers) || peers.length === 0) throw new InvalidArgumentError('invalid peers: expected a list of host names')
-    const set = `{ ${peers.map((p) => this.network.ip(p)).join(', ')} }`
+    if (!Array.isArray(peers) || peers.length === 0) throw new InvalidArgumentError('invalid peers: expected a list of host names or addresses')
+    const set = `{ ${peers.map((p) => (IPV4.test(p) ? p : this.network.ip(p))).join(', ')} }`
     return this.#add(host, [
       ['output', `ip daddr ${set} numgen random mod 100 < ${percent} drop`],
       ['input', `ip saddr ${set} numgen random mod 100 < ${percent} drop`]
     ], `${percent}% loss ${host} <-> ${peers.join(',')}`)
+  }
+
+  /**
+   * Send `host`'s new TCP connections to each `{ ip, port }` to `{ to, toPort }`
+   * instead (DNAT), and reset its connections to them from before, so every
+   * connection from then on takes the detour (a delay proxy).
+   */
+  redirect (host, targets) {
+    const rules = []
+    for (const t of targets) {
+      rules.push(['natout', `ip daddr ${t.ip} tcp dport ${t.port} dnat ip to ${t.to}:${t.toPort}`])
+      // After the DNAT only connections from before still head there.
+      rules.push(['output', `ip daddr ${t.ip} tcp dport ${t.port} reject with tcp reset`])
+    }
+    return this.#add(host, rules, `redirect ${host} -> ${targets.map((t) => `${t.ip}:${t.port} via ${t.to}:${t.toPort}`).join(', ')}`)
   }
 
   async healAll () {
@@ -71,9 +97,9 @@ class NetRules {
   /** Replace host's table with its current rules (declared first, so the delete never fails). */
   #apply (host) {
     const list = this.rules.get(host) || []
-    const chain = (name) => `  chain ${name} {\n    type filter hook ${name} priority 0; policy accept;\n${list.filter((r) => r.chain === name).map((r) => `    ${r.rule}\n`).join('')}  }\n`
+    const chain = (name) => `  chain ${name} {\n    type ${CHAINS[name]}; policy accept;\n${list.filter((r) => r.chain === name).map((r) => `    ${r.rule}\n`).join('')}  }\n`
     const script = 'table inet chaos\ndelete table inet chaos\n' +
-      (list.length ? `table inet chaos {\n${chain('input')}${chain('output')}}\n` : '')
+      (list.length ? `table inet chaos {\n${Object.keys(CHAINS).map(chain).join('')}}\n` : '')
     return this.network.nft(host, script)
   }
 }

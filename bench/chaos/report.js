@@ -11,6 +11,7 @@ const COLUMNS = [
   ['failed %', (r) => r.failedPct.toFixed(2)],
   ['misrouted', (r) => String(r.misrouted)],
   ['served again after (ms)', (r) => (r.servedAgainMs === null ? 'n/a' : String(Math.round(r.servedAgainMs)))],
+  ['unavailable max (ms)', (r) => (r.unavailableMs == null ? '0' : String(r.unavailableMs))],
   ['history verdict', (r) => r.verdict],
   ['notes', (r) => r.notes.join('; ')]
 ]
@@ -41,9 +42,15 @@ function toMarkdown (result) {
   out.push('- **sent / failed**: load requests only (probes not counted). Failed = no answer within the client timeout, or any non-2xx answer except a 404 to a GET.')
   out.push('- **misrouted**: 421 answers the front ends received from app servers during the phase (the delta of `chopper_frontend_misdirected_total` on both front ends\' `/metrics`); the front end retries them, so most never reach the client.')
   out.push('- **served again after**: for each fault event, the keys the victim owned at that moment (under the controller\'s map) are probed with GETs from the fault on; per key, the time from the fault to the first served answer (2xx, or 404 for a GET) of any request sent after the fault; max over keys, then over the phase\'s events.')
+  out.push('- **unavailable max**: per key, the longest run of its requests (load and probes, in send order) that failed or took over 1 s, from the first one\'s send to the last one\'s answer; the worst key. 0: no key had such a run.')
   out.push('- **history verdict**: the phase\'s whole client history (load and probes) checked for linearizability (history/, one register per key; each phase has its own keys). A failed or timed-out request is indeterminate; a PUT answered 421 `CHOPPER_ERR_FENCED_WRITE` certainly did not apply.', '')
+  if (result.skipped && result.skipped.length) out.push(`Not run: ${result.skipped.map((x) => `\`${x.fault}\``).join(', ')} (${result.skipped[0].reason}).`, '')
   out.push('## Settings', '')
   out.push(mdTable(['setting', 'value'], Object.entries(flatten(result.settings)).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)])), '')
+  if (result.netSettings) {
+    out.push('Network faults ran on test hosts in network namespaces, each component a process on its own host:', '')
+    out.push(mdTable(['setting', 'value'], Object.entries(flatten(result.netSettings)).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)])), '')
+  }
   for (const p of result.phases) {
     out.push(`## ${p.title} (\`${p.fault}\`)`, '')
     if (p.error) out.push(`**The fault did not complete:** ${p.error}`, '')
@@ -56,6 +63,7 @@ function toMarkdown (result) {
       out.push(`Failures over time (ms into phase, per 500 ms): ${p.failureTimeline.map((b) => `${b.fromMs}: ${b.failed}`).join(', ')}`, '')
     }
     out.push(`Front ends: misdirected ${p.frontends.misdirected}, retries \`${JSON.stringify(p.frontends.retries)}\`, errors answered \`${JSON.stringify(p.frontends.errors)}\`, upstream errors \`${JSON.stringify(p.frontends.upstreamErrors)}\`.`, '')
+    if (p.unavailability) out.push(`Unavailability: ${p.unavailability.keys} key(s) had a run of failed or held requests; worst ${p.unavailability.maxMs ?? 0} ms (key \`${p.unavailability.key}\`), median ${p.unavailability.p50Ms ?? 0} ms.`, '')
     out.push(`History: ${p.history.verdict} (${p.history.ops} operations on ${p.history.keys} keys, checked in ${p.history.checkMs} ms).`, '')
     for (const v of p.history.violations) {
       out.push(`- violation on key \`${v.key}\`: ${v.message}`)

@@ -19,6 +19,10 @@ const USAGE = `usage: npm run chaos -- [options]
   --seed N          seed for keys, operations and moves (default 1)
   --only LIST       comma-separated faults: ${FAULT_NAMES.join(', ')}
   --quick           a short run for smoke-testing
+  --net auto|on|off network faults on test hosts in network namespaces (default auto: where they
+                    can be made, which needs root, iproute2 and nftables)
+  --net-hold-ms MS  how long a partition or clock fault is held once noticed (default 5000; --quick 2000)
+  --net-delay-hold-ms MS  how long the control-plane delay and loss last (default 60000; --quick 15000)
   --out DIR         where chaos.json and chaos.md go (default bench/results)
   --log-dir DIR     component logs (default: a new directory under the OS temp dir)
   negative controls (weaken the system on purpose, to check the bench catches it):
@@ -49,6 +53,9 @@ function parse (argv) {
         seed: { type: 'string' },
         only: { type: 'string' },
         quick: { type: 'boolean' },
+        net: { type: 'string' },
+        'net-hold-ms': { type: 'string' },
+        'net-delay-hold-ms': { type: 'string' },
         out: { type: 'string' },
         'log-dir': { type: 'string' },
         handoff: { type: 'string' },
@@ -81,6 +88,9 @@ function parse (argv) {
     seed: num('seed'),
     only: values.only === undefined ? undefined : values.only.split(',').map((s) => s.trim()).filter(Boolean),
     quick: values.quick || undefined,
+    net: values.net === undefined ? undefined : ({ auto: 'auto', on: true, off: false })[values.net] ?? fail(`invalid --net: expected auto, on or off, got ${JSON.stringify(values.net)}`),
+    netHoldMs: num('net-hold-ms'),
+    netDelayHoldMs: num('net-delay-hold-ms'),
     logDir: values['log-dir'] && path.resolve(values['log-dir']),
     handoff: values.handoff,
     consistency: values.consistency,

@@ -7,6 +7,7 @@ const { execFile } = require('node:child_process')
 const { summariseRequests, servedAgain, failureTimeline, promValue, promSeries, diffSeries } = require('../../bench/chaos/measure')
 const { formatTable, toMarkdown } = require('../../bench/chaos/report')
 const { resolveOptions } = require('../../bench/chaos/index')
+const { unavailability } = require('../../bench/chaos/unavailability')
 const { findBinary } = require('../../apps/kv-cache/embedded')
 
 const RUN = path.join(__dirname, '..', '..', 'bench', 'chaos', 'run.js')
@@ -69,12 +70,27 @@ describe('chaos bench: figures', () => {
     expect(resolveOptions({ heldReads: 'ask' }).heldReads).toBe('ask')
   })
 
+  test('unavailability: per key, the longest run of failed or held (> 1 s) requests, ended by a served one', () => {
+    const at = (key, call, ms, status = 200) => rec({ key, call, ret: call + ms, status })
+    const records = [at('a', 0, 10), at('a', 100, 10, 503), at('a', 200, 1500), at('a', 400, 10, 503), at('a', 2000, 10), at('a', 2100, 10, 503), at('b', 0, 10)]
+    expect(unavailability(records)).toEqual({ maxMs: 1600, key: 'a', keys: 1, p50Ms: 1600 })
+    expect(unavailability([at('b', 0, 10)])).toEqual({ maxMs: null, key: null, keys: 0, p50Ms: null })
+  })
+
+  test('network-fault options: --net auto by default, hold times validated by name', () => {
+    expect(resolveOptions({}).net).toBe('auto')
+    expect(resolveOptions({ quick: true })).toMatchObject({ netHoldMs: 2000, netDelayHoldMs: 15000 })
+    expect(resolveOptions({}).netDelayHoldMs).toBe(60000)
+    expect(() => resolveOptions({ net: 'maybe' })).toThrow(/invalid net/)
+    expect(() => resolveOptions({ netLossPct: 0 })).toThrow(/invalid netLossPct/)
+  })
+
   test('the table has a header, a rule and one line per row', () => {
-    const rows = [{ title: 'SIGKILL + restart', sent: 10, failed: 1, failedPct: 10, misrouted: 0, servedAgainMs: 1234.5, verdict: 'linearizable', notes: ['x'] }]
+    const rows = [{ title: 'SIGKILL + restart', sent: 10, failed: 1, failedPct: 10, misrouted: 0, servedAgainMs: 1234.5, unavailableMs: 2100, verdict: 'linearizable', notes: ['x'] }]
     const lines = formatTable(rows).split('\n')
     expect(lines).toHaveLength(3)
-    expect(lines[0]).toMatch(/^fault\s+\| sent \| failed \| failed % \| misrouted \| served again after \(ms\) \| history verdict \| notes$/)
-    expect(lines[2]).toMatch(/SIGKILL \+ restart \| 10\s+\| 1\s+\| 10\.00\s+\| 0\s+\| 1235\s+\| linearizable\s+\| x/)
+    expect(lines[0]).toMatch(/^fault\s+\| sent \| failed \| failed % \| misrouted \| served again after \(ms\) \| unavailable max \(ms\) \| history verdict \| notes$/)
+    expect(lines[2]).toMatch(/SIGKILL \+ restart \| 10\s+\| 1\s+\| 10\.00\s+\| 0\s+\| 1235\s+\| 2100\s+\| linearizable\s+\| x/)
   })
 })
 
