@@ -17,6 +17,7 @@ const { createKvClient, createPhaseLog, createKeys, startLoad, probeKeys, isSucc
 const { summariseRequests, servedAgain, failureTimeline, failedSamples, promValue, promSeries, diffSeries } = require('./measure')
 const { FAULTS: LOCAL_FAULTS } = require('./faults')
 const { NET_FAULTS } = require('./net-faults')
+const { NEMESIS, stepRows } = require('./nemesis')
 const { startNetCluster } = require('./net-cluster')
 const { netnsSupport } = require('./netns')
 const { unavailability } = require('./unavailability')
@@ -44,6 +45,8 @@ const defaults = Object.freeze({
   netLossPct: 5, // control-plane packet loss
   netDelayHoldMs: 60000, // how long the delay and loss last
   netClockFastPct: 1, // the fast clock's excess rate
+  nemesis: false, // true: only the seeded random schedule of network faults (bench/chaos/nemesis.js)
+  nemesisMs: 600000, // how long the schedule runs
   movesTimeoutMs: 600000, // bound on the moves loop
   periodMs: 1000, // controller balancing period (the only non-default controller setting)
   only: null, // fault names; null = all
@@ -59,7 +62,7 @@ const defaults = Object.freeze({
 })
 
 /** What --quick changes, unless the option was given explicitly. */
-const quickDefaults = Object.freeze({ moves: 100, redisEvery: 25, beforeMs: 2000, afterMs: 2000, hangHoldMs: 1000, movesTimeoutMs: 120000, netHoldMs: 2000, netDelayHoldMs: 15000 })
+const quickDefaults = Object.freeze({ moves: 100, redisEvery: 25, beforeMs: 2000, afterMs: 2000, hangHoldMs: 1000, movesTimeoutMs: 120000, netHoldMs: 2000, netDelayHoldMs: 15000, nemesisMs: 60000 })
 
 const FAULTS = Object.freeze([...LOCAL_FAULTS, ...NET_FAULTS])
 const FAULT_NAMES = FAULTS.map((f) => f.name)
@@ -73,7 +76,7 @@ function resolveOptions (options) {
   if (!(typeof o.rate === 'number' && o.rate > 0 && o.rate <= 5000)) throw new InvalidArgumentError(`invalid rate: expected a number in (0, 5000], got ${JSON.stringify(o.rate)}`)
   if (!(typeof o.putRatio === 'number' && o.putRatio >= 0 && o.putRatio <= 1)) throw new InvalidArgumentError(`invalid putRatio: expected a number in [0, 1], got ${JSON.stringify(o.putRatio)}`)
   if (!(typeof o.zipfS === 'number' && o.zipfS >= 0)) throw new InvalidArgumentError(`invalid zipfS: expected a number >= 0, got ${JSON.stringify(o.zipfS)}`)
-  for (const k of ['keys', 'moves', 'redisEvery', 'hangHoldMs', 'movesTimeoutMs', 'netHoldMs', 'netMoves', 'netDelayHoldMs']) posInt(k)
+  for (const k of ['keys', 'moves', 'redisEvery', 'hangHoldMs', 'movesTimeoutMs', 'netHoldMs', 'netMoves', 'netDelayHoldMs', 'nemesisMs']) posInt(k)
   for (const k of ['netDelayMs', 'netJitterMs', 'netClockFastPct']) posInt(k, 0)
   if (!(Number.isInteger(o.netLossPct) && o.netLossPct >= 1 && o.netLossPct <= 99)) throw new InvalidArgumentError(`invalid netLossPct: expected an integer from 1 to 99, got ${JSON.stringify(o.netLossPct)}`)
   if (![true, false, 'auto'].includes(o.net)) throw new InvalidArgumentError(`invalid net: expected true, false or "auto", got ${JSON.stringify(o.net)}`)
@@ -105,13 +108,13 @@ async function runChaos (options = {}) {
   const progress = opts.progress
   const now = () => performance.now()
   const steady = (ms) => delay(ms, undefined, { signal: opts.signal })
-  let faults = FAULTS.filter((f) => (opts.only ? opts.only.includes(f.name) : true))
+  let faults = opts.nemesis ? [NEMESIS] : FAULTS.filter((f) => (opts.only ? opts.only.includes(f.name) : true))
   const skipped = []
   if (faults.some((f) => f.net) && opts.net !== true) {
     const support = netnsSupport()
     if (opts.net === false || !support.ok) {
       const reason = opts.net === false ? 'network faults not asked for' : support.reason
-      if (opts.only) throw new InvalidArgumentError(`cannot run ${faults.filter((f) => f.net).map((f) => f.name).join(', ')}: ${reason}`)
+      if (opts.only || opts.nemesis) throw new InvalidArgumentError(`cannot run ${faults.filter((f) => f.net).map((f) => f.name).join(', ')}: ${reason}`)
       for (const f of faults.filter((x) => x.net)) skipped.push({ fault: f.name, reason })
       progress(`skipping the network faults: ${reason}`)
       faults = faults.filter((f) => !f.net)
@@ -231,6 +234,10 @@ async function runPhase (ctx, client, fault) {
   if (unresolved) notes.push(`${unresolved} victim key(s) never served again`)
   const history = checkHistory(log.history.operations())
   const unavailable = unavailability(log.records)
+  if (phase.details.steps) { // the nemesis schedule: a row per step
+    phase.details.table = stepRows(log.records, phase.details.steps, phase.details.origin)
+    delete phase.details.origin
+  }
   if (history.verdict === 'violation') notes.push(`${history.violationCount} key(s) not linearizable`)
   if (load.stats.skipped) notes.push(`${load.stats.skipped} requests skipped by the client`)
   if (error) notes.unshift(`fault failed: ${error}`)

@@ -24,6 +24,14 @@ function formatTable (rows) {
   return [line(cells[0]), widths.map((w, i) => (i === widths.length - 1 ? '-'.repeat(Math.min(w, 40)) : '-'.repeat(w))).join('-|-'), ...cells.slice(1).map(line)].join('\n')
 }
 
+/** The nemesis schedule's table (a row per step), as aligned plain text. */
+function formatSteps (steps) {
+  const head = ['at (s)', 'fault', 'victim', 'held (ms)', 'sent', 'failed', 'unavailable max (ms)']
+  const cells = [head, ...steps.map((s) => [String(Math.round(s.atMs / 1000)), s.kind, s.victim || '-', String(s.heldMs), String(s.sent), String(s.failed), String(s.unavailableMs)])]
+  const widths = head.map((_, i) => Math.max(...cells.map((c) => c[i].length)))
+  return cells.map((c) => c.map((x, i) => x.padEnd(widths[i])).join(' | ').trimEnd()).join('\n')
+}
+
 const mdCell = (s) => String(s).replace(/\|/g, '\\|').replace(/\n/g, ' ')
 
 function mdTable (header, rows) {
@@ -69,6 +77,9 @@ function toMarkdown (result) {
       out.push(`- violation on key \`${v.key}\`: ${v.message}`)
     }
     if (p.history.violations.length) out.push('')
+    if (p.details.table) {
+      out.push(mdTable(['at (s)', 'fault', 'victim', 'held (ms)', 'sent', 'failed', 'unavailable max (ms)'], p.details.table.map((s) => [Math.round(s.atMs / 1000), s.kind, s.victim || '-', s.heldMs, s.sent, s.failed, s.unavailableMs])), '')
+    }
     out.push('Details: `' + JSON.stringify(p.details) + '`', '')
     if (p.requestsFile) out.push(`Every request of the phase: \`${p.requestsFile}\`.`, '')
   }
@@ -149,4 +160,4 @@ function summariseLogs (dir, upTo) {
   return out
 }
 
-module.exports = { formatTable, toMarkdown, writeReports, summariseLogs, logSizes, COLUMNS }
+module.exports = { formatTable, formatSteps, toMarkdown, writeReports, summariseLogs, logSizes, COLUMNS }

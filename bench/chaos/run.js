@@ -6,7 +6,7 @@
 const path = require('node:path')
 const { parseArgs } = require('node:util')
 const { runChaos, FAULT_NAMES } = require('./index')
-const { formatTable, writeReports } = require('./report')
+const { formatTable, formatSteps, writeReports } = require('./report')
 
 const USAGE = `usage: npm run chaos -- [options]
   --rate N          requests per second, open loop (default 300)
@@ -23,6 +23,9 @@ const USAGE = `usage: npm run chaos -- [options]
                     can be made, which needs root, iproute2 and nftables)
   --net-hold-ms MS  how long a partition or clock fault is held once noticed (default 5000; --quick 2000)
   --net-delay-hold-ms MS  how long the control-plane delay and loss last (default 60000; --quick 15000)
+  --nemesis         only a seeded random schedule of the network faults, under load: one verdict,
+                    one table (a row per fault)
+  --nemesis-ms MS   how long the schedule runs (default 600000; --quick 60000)
   --out DIR         where chaos.json and chaos.md go (default bench/results)
   --log-dir DIR     component logs (default: a new directory under the OS temp dir)
   negative controls (weaken the system on purpose, to check the bench catches it):
@@ -56,6 +59,8 @@ function parse (argv) {
         net: { type: 'string' },
         'net-hold-ms': { type: 'string' },
         'net-delay-hold-ms': { type: 'string' },
+        nemesis: { type: 'boolean' },
+        'nemesis-ms': { type: 'string' },
         out: { type: 'string' },
         'log-dir': { type: 'string' },
         handoff: { type: 'string' },
@@ -91,6 +96,8 @@ function parse (argv) {
     net: values.net === undefined ? undefined : ({ auto: 'auto', on: true, off: false })[values.net] ?? fail(`invalid --net: expected auto, on or off, got ${JSON.stringify(values.net)}`),
     netHoldMs: num('net-hold-ms'),
     netDelayHoldMs: num('net-delay-hold-ms'),
+    nemesis: values.nemesis || undefined,
+    nemesisMs: num('nemesis-ms'),
     logDir: values['log-dir'] && path.resolve(values['log-dir']),
     handoff: values.handoff,
     consistency: values.consistency,
@@ -126,6 +133,7 @@ async function main () {
   }
   const files = writeReports(result, out)
   process.stdout.write(`\n${formatTable(result.rows)}\n\n`)
+  for (const p of result.phases) if (p.details.table) process.stdout.write(`${formatSteps(p.details.table)}\n\n`)
   process.stdout.write(`settings: leaseMs ${result.settings.controller.leaseMs}, periodMs ${result.settings.controller.periodMs}, evictAfterFailures ${result.settings.controller.evictAfterFailures}, handoff ${result.settings.controller.handoff}, consistency ${result.settings.appServer.consistency}, rate ${result.settings.load.rate}/s, ${result.settings.load.keysPerPhase} keys per phase\n`)
   process.stdout.write(`command:  ${result.command}\nwritten:  ${path.relative(process.cwd(), files.json)}, ${path.relative(process.cwd(), files.md)}\nlogs:     ${result.logDir}\n`)
   process.exitCode = result.aborted ? 130 : 0

@@ -8,6 +8,7 @@ const { summariseRequests, servedAgain, failureTimeline, promValue, promSeries, 
 const { formatTable, toMarkdown } = require('../../bench/chaos/report')
 const { resolveOptions } = require('../../bench/chaos/index')
 const { unavailability } = require('../../bench/chaos/unavailability')
+const { planSchedule, stepRows, KINDS } = require('../../bench/chaos/nemesis')
 const { findBinary } = require('../../apps/kv-cache/embedded')
 
 const RUN = path.join(__dirname, '..', '..', 'bench', 'chaos', 'run.js')
@@ -83,6 +84,22 @@ describe('chaos bench: figures', () => {
     expect(resolveOptions({}).netDelayHoldMs).toBe(60000)
     expect(() => resolveOptions({ net: 'maybe' })).toThrow(/invalid net/)
     expect(() => resolveOptions({ netLossPct: 0 })).toThrow(/invalid netLossPct/)
+  })
+
+  test('nemesis: the schedule is a pure function of the seed; a row per step counts its span', () => {
+    const hosts = { servers: ['app-1', 'app-2'], frontends: ['fe-1'] }
+    const a = planSchedule({ seed: 7, durationMs: 120000, ...hosts })
+    expect(planSchedule({ seed: 7, durationMs: 120000, ...hosts })).toEqual(a)
+    expect(planSchedule({ seed: 8, durationMs: 120000, ...hosts })).not.toEqual(a)
+    expect(a.length).toBeGreaterThan(3)
+    for (const [i, s] of a.entries()) {
+      expect(KINDS).toContain(s.kind)
+      expect(s.atMs + s.holdMs).toBeLessThanOrEqual(120000)
+      if (i > 0) expect(s.atMs).toBeGreaterThanOrEqual(a[i - 1].atMs + a[i - 1].holdMs)
+    }
+    const at = (call, ms, status = 200) => rec({ call, ret: call + ms, status })
+    const rows = stepRows([at(100, 5), at(1100, 5, 503), at(1200, 5, 503), at(1300, 5), at(2500, 5)], [{ kind: 'member-cut', victim: 'app-1', atMs: 0, heldMs: 900 }, { kind: 'clock-fast', victim: 'app-2', atMs: 1000, heldMs: 900 }], 100)
+    expect(rows.map((r) => [r.sent, r.failed, r.unavailableMs])).toEqual([[1, 0, 0], [4, 2, 105]])
   })
 
   test('the table has a header, a rule and one line per row', () => {
