@@ -23,8 +23,8 @@ const USAGE = `usage: npm run chaos -- [options]
                     can be made, which needs root, iproute2 and nftables)
   --net-hold-ms MS  how long a partition or clock fault is held once noticed (default 5000; --quick 2000)
   --net-delay-hold-ms MS  how long the control-plane delay and loss last (default 60000; --quick 15000)
-  --nemesis         only a seeded random schedule of the network faults, under load: one verdict,
-                    one table (a row per fault)
+  --nemesis         a seeded random schedule of the network faults, under load: one verdict, one
+                    table (a row per fault); alone, or after the faults --only lists
   --nemesis-ms MS   how long the schedule runs (default 600000; --quick 60000)
   --out DIR         where chaos.json and chaos.md go (default bench/results)
   --log-dir DIR     component logs (default: a new directory under the OS temp dir)
