@@ -354,6 +354,11 @@ class UpstreamPool {
       handler.onError(new UpstreamError('pool closed', 'UND_ERR_DESTROYED'))
       return
     }
+    this.place(request, handler)
+  }
+
+  /** An idle connection, a new one, or the queue (also after close(): the queue drains). */
+  place (request, handler) {
     const now = Date.now()
     while (this.idle.length > 0) {
       const c = this.idle.pop()
@@ -369,7 +374,7 @@ class UpstreamPool {
   }
 
   release (c) {
-    if (!c.reusable || this.closed) {
+    if (!c.reusable) {
       c.socket.destroy()
       return
     }
@@ -378,39 +383,47 @@ class UpstreamPool {
       const handler = this.queue.shift()
       // After the current answer's callbacks: the next request starts on a clean stack.
       process.nextTick(() => {
-        if (c.socket.destroyed || !this.all.has(c)) this.dispatch(request, handler)
+        if (c.socket.destroyed || !this.all.has(c)) this.place(request, handler)
         else c.send(request, handler)
       })
       return
     }
-    this.idle.push(c)
+    if (this.closed) c.socket.destroy()
+    else this.idle.push(c)
   }
 
   drop (c) {
     this.all.delete(c)
-    if (this.closed && this.all.size === 0) clearInterval(this.sweep) // the last request's deadline no longer needs watching
     const i = this.idle.indexOf(c)
     if (i !== -1) this.idle.splice(i, 1)
-    if (this.queue.length > 0 && !this.closed) { // a waiting request takes the freed slot
+    if (this.queue.length > 0) { // a waiting request takes the freed slot
       const request = this.queue.shift()
       const handler = this.queue.shift()
-      this.dispatch(request, handler)
+      this.place(request, handler)
     }
+    if (this.closed && this.all.size === 0) clearInterval(this.sweep) // the last request's deadline no longer needs watching
   }
 
-  /** No new requests; idle connections close now, busy ones when their answer ends (still under the timeout). */
+  /**
+   * No new requests; idle connections close now, busy ones when their answer
+   * ends (still under the timeout), and requests waiting for a connection are
+   * still sent, as undici's Pool.close() does. A request queued for a server
+   * that left the map (the front end forgets its pool) is never failed
+   * unsent as if it might have been sent: it is sent, or meets a refused or
+   * timed-out connect, which the proxy retries elsewhere.
+   */
   close () {
     this.closed = true
     if (this.all.size === 0) clearInterval(this.sweep)
-    const queued = this.queue.splice(0)
-    for (let i = 1; i < queued.length; i += 2) queued[i].onError(new UpstreamError('pool closed', 'UND_ERR_DESTROYED'))
     for (const c of this.all) {
       if (c.handler === null) c.socket.destroy()
     }
   }
 
   destroy () {
-    this.close()
+    this.closed = true
+    const queued = this.queue.splice(0)
+    for (let i = 1; i < queued.length; i += 2) queued[i].onError(new UpstreamError('pool destroyed', 'UND_ERR_DESTROYED'))
     for (const c of [...this.all]) c.fail(new UpstreamError('pool destroyed', 'UND_ERR_DESTROYED'))
     clearInterval(this.sweep)
   }

@@ -236,6 +236,35 @@ describe('core/upstream-h1: the keep-alive client for bodiless requests', () => 
     expect(stats.connections).toBe(1)
   })
 
+  test('close() (a server that left the map) still sends the requests waiting for a connection, as undici does; destroy() fails them', async () => {
+    let release = null
+    const { pool, stats } = await setup((head, socket) => {
+      const path = head.split(' ')[1]
+      const answer = () => socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${path.length}\r\n\r\n${path}`)
+      if (path === '/first') release = answer
+      else answer()
+    }, { connections: 1 })
+    const first = fetchVia(pool, { path: '/first' })
+    await pollUntil(() => release, { what: 'the first request to arrive' })
+    const queued = fetchVia(pool, { method: 'PUT', path: '/queued', headers: ['content-length', '1'], body: Buffer.from('x') })
+    pool.close()
+    expect((await fetchVia(pool, { path: '/late' })).error.code).toBe('UND_ERR_DESTROYED') // nothing new after close()
+    release()
+    expect((await first).body).toBe('/first')
+    // Failed unsent with a code the proxy reads as "may have been sent", a write became a 503 WRITE_INDETERMINATE.
+    expect(await queued).toMatchObject({ status: 200, body: '/queued', error: null })
+    expect(stats.requests.map((h) => h.split(' ').slice(0, 2).join(' '))).toEqual(['GET /first', 'PUT /queued'])
+    await pollUntil(() => pool.all.size === 0, { what: 'the connection to close once the queue drained' })
+
+    const other = await setup((head, socket) => { if (head.includes('/answer')) socket.write('HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n') }, { connections: 1 })
+    const stuck = fetchVia(other.pool, { path: '/never' })
+    await pollUntil(() => other.stats.requests.length === 1, { what: 'the first request to arrive' })
+    const waiting = fetchVia(other.pool, { path: '/answer' })
+    other.pool.destroy()
+    expect((await stuck).error.code).toBe('UND_ERR_DESTROYED')
+    expect((await waiting).error.code).toBe('UND_ERR_DESTROYED')
+  })
+
   test('a body paused for a slow client longer than the timeout is not cut off', async () => {
     const big = 'y'.repeat(300000)
     const { pool } = await setup((head, socket) => socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${big.length}\r\n\r\n${big}`), { timeoutMs: 100 })
