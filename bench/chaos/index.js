@@ -235,8 +235,8 @@ async function runPhase (ctx, client, fault) {
   if (unresolved) notes.push(`${unresolved} victim key(s) never served again`)
   const history = checkHistory(log.history.operations())
   const unavailable = unavailability(log.records)
-  if (phase.details.steps) { // the nemesis schedule: a row per step
-    phase.details.table = stepRows(log.records, phase.details.steps, phase.details.origin)
+  if (phase.details.schedule) { // the nemesis schedule: a row per step
+    phase.details.table = stepRows(log.records, phase.details.schedule, phase.details.origin)
     delete phase.details.origin
   }
   if (history.verdict === 'violation') notes.push(`${history.violationCount} key(s) not linearizable`)

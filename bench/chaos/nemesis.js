@@ -3,7 +3,6 @@
 const { InvalidArgumentError } = require('../../core/errors')
 const { createRng } = require('../../loadgen/prng')
 const { isSuccess } = require('./load')
-const { startDelayProxy } = require('./delay-proxy')
 
 /**
  * `npm run chaos -- --nemesis`: one long phase on the test-host cluster
@@ -56,19 +55,15 @@ async function apply (cluster, step, opts) {
       step.victim = cluster.leaderHost
       return each([() => rules.cut(step.victim, 'ddb')])
     case 'control-delay': {
-      const proxies = []
-      for (const c of cluster.controllers()) {
-        const { hostname, port } = new URL(c.url)
-        proxies.push({ ip: hostname, port: Number(port), proxy: await startDelayProxy({ host: cluster.network.address, target: { host: hostname, port: Number(port) }, delayMs: opts.netDelayMs, jitterMs: opts.netJitterMs, seed: step.atMs }) })
-      }
+      const proxies = await cluster.startDelayProxies({ delayMs: opts.netDelayMs, jitterMs: opts.netJitterMs, seed: step.atMs })
       const others = [...cluster.frontendHosts, ...cluster.ids]
       const heal = await each([
-        ...others.map((h) => () => rules.redirect(h, proxies.map((p) => ({ ip: p.ip, port: p.port, to: cluster.network.address, toPort: p.proxy.port })))),
-        ...cluster.controllerHosts.map((c) => () => rules.loss(c, opts.netLossPct, others))
+        ...others.map((h) => () => rules.redirect(h, proxies.targets)),
+        ...cluster.controllerHosts.map((c) => () => rules.loss(c, opts.netLossPct, [...others, 'proxy']))
       ])
       return async () => {
         await heal()
-        for (const p of proxies) await p.proxy.close()
+        await proxies.close()
       }
     }
     case 'clock-fast':
@@ -101,7 +96,7 @@ async function runSchedule (ctx, phase) {
   }
   // Back to a settled cluster before the load stops: the last step's recovery counts too.
   await cluster.waitSettled({ timeoutMs: 60000 })
-  phase.details.steps = done.map((s) => ({ kind: s.kind, victim: s.victim, atMs: Math.round(s.startedAt - t0), heldMs: Math.round(s.healedAt - s.startedAt) }))
+  phase.details.schedule = done.map((s) => ({ kind: s.kind, victim: s.victim, atMs: Math.round(s.startedAt - t0), heldMs: Math.round(s.healedAt - s.startedAt) }))
   phase.details.scheduleMs = Math.round(ctx.now() - t0)
   phase.details.origin = t0
   phase.note(`${done.length} faults in ${Math.round((ctx.now() - t0) / 1000)} s (seed ${opts.seed})`)

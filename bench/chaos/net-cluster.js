@@ -59,7 +59,7 @@ async function startNetCluster (options = {}) {
   const ctlIds = Array.from({ length: opts.controllers }, (_, i) => `ctl-${i + 1}`)
   const feIds = Array.from({ length: opts.frontends }, (_, i) => `fe-${i + 1}`)
   const ids = Array.from({ length: opts.servers }, (_, i) => `app-${i + 1}`)
-  const network = await createNetwork({ hosts: [...ctlIds, ...feIds, ...ids, 'ddb', 'redis'] })
+  const network = await createNetwork({ hosts: [...ctlIds, ...feIds, ...ids, 'ddb', 'redis', 'proxy'] })
   const rules = new NetRules(network)
   const procs = new Map() // name -> child
   const statuses = new Map() // controller host -> last status read
@@ -195,6 +195,46 @@ async function startNetCluster (options = {}) {
     })
   }
 
+  /**
+   * One delay proxy (bench/chaos/delay-proxy.js) per controller, each a
+   * process on the `proxy` host: `[{ ip, port, to, toPort }]` for
+   * `rules.redirect`, and `close()`, which stops them and resolves their stats.
+   */
+  async function startDelayProxies ({ delayMs, jitterMs, seed }) {
+    const started = []
+    try {
+      for (const h of ctlIds) {
+        const options = { host: ip('proxy'), port: 0, target: { host: ip(h), port: PORTS.controller }, delayMs, jitterMs, seed: seed + started.length }
+        const child = network.spawn('proxy', process.execPath, [path.join(__dirname, 'delay-proxy.js'), JSON.stringify(options)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+        const lines = []
+        let buf = ''
+        child.stdout.on('data', (d) => {
+          buf += d
+          let nl
+          while ((nl = buf.indexOf('\n')) !== -1) {
+            lines.push(JSON.parse(buf.slice(0, nl)))
+            buf = buf.slice(nl + 1)
+          }
+        })
+        const entry = { controller: h, child, lines, exited: new Promise((resolve) => child.once('exit', resolve)) }
+        started.push(entry)
+        const { port } = await pollUntil(() => lines.find((l) => l.port), { timeoutMs: 10000, intervalMs: 20, what: `the delay proxy for ${h}` })
+        Object.assign(entry, { ip: ip(h), port: PORTS.controller, to: ip('proxy'), toPort: port })
+      }
+    } catch (err) {
+      for (const e of started) e.child.kill('SIGKILL')
+      throw err
+    }
+    return {
+      targets: started.map(({ ip, port, to, toPort }) => ({ ip, port, to, toPort })),
+      async close () {
+        for (const e of started) e.child.kill('SIGTERM')
+        await Promise.all(started.map((e) => e.exited))
+        return started.map((e) => ({ controller: e.controller, ...((e.lines.find((l) => l.stats) || {}).stats) }))
+      }
+    }
+  }
+
   /** Make app server `id`'s clock run at `rate` from now, stepped `stepMs` forward (bench/chaos/skewed-clock.js). */
   function skewClock (id, { rate = 1, stepMs = 0 } = {}) {
     fs.writeFileSync(clockFile(id), JSON.stringify({ rate, stepMs }))
@@ -285,6 +325,7 @@ async function startNetCluster (options = {}) {
     member,
     startServer,
     skewClock,
+    startDelayProxies,
     waitRegistered,
     waitSettled,
     ownersOf,

@@ -4,7 +4,6 @@ const { pollUntil } = require('../../core/poll')
 const { InternalError } = require('../../core/errors')
 const { postJson } = require('./http')
 const { busiest } = require('./faults')
-const { startDelayProxy } = require('./delay-proxy')
 
 /**
  * Network faults (docs/network-faults.md), run by index.js as phases on the
@@ -130,25 +129,21 @@ async function leaderStoreCut (ctx, phase) {
 }
 
 /**
- * Delay (mean ± jitter) and loss on the control plane: every connection to a
- * controller's port goes through a delay proxy on the bench's address, and
- * packets between the controllers and everyone else drop at random.
+ * Delay (mean ± jitter) and loss on the control plane: every new connection
+ * from a front end or an app server to a controller's port goes through a
+ * delay proxy on the `proxy` host, and packets between the controllers and
+ * everyone else (the proxy included) drop at random.
  */
 async function controlDelayLoss (ctx, phase) {
   const { cluster, opts } = ctx
-  const proxies = []
+  let proxies = null
   let heal = async () => {}
   await phase.event({ what: `${opts.netDelayMs} ± ${opts.netJitterMs} ms delay, ${opts.netLossPct} % loss on the control plane`, keys: [] }, async () => {
-    for (const c of cluster.controllerHosts) {
-      const target = cluster.controllers().find((x) => x.host === c).url
-      const { hostname, port } = new URL(target)
-      const proxy = await startDelayProxy({ host: cluster.network.address, target: { host: hostname, port: Number(port) }, delayMs: opts.netDelayMs, jitterMs: opts.netJitterMs, seed: opts.seed })
-      proxies.push({ host: c, proxy, hostname, port: Number(port) })
-    }
+    proxies = await cluster.startDelayProxies({ delayMs: opts.netDelayMs, jitterMs: opts.netJitterMs, seed: opts.seed })
     const others = [...cluster.frontendHosts, ...cluster.ids]
     heal = await applyAll([
-      ...others.map((h) => () => cluster.rules.redirect(h, proxies.map((p) => ({ ip: p.hostname, port: p.port, to: cluster.network.address, toPort: p.proxy.port })))),
-      ...cluster.controllerHosts.map((c) => () => cluster.rules.loss(c, opts.netLossPct, others))
+      ...others.map((h) => () => cluster.rules.redirect(h, proxies.targets)),
+      ...cluster.controllerHosts.map((c) => () => cluster.rules.loss(c, opts.netLossPct, [...others, 'proxy']))
     ])
   })
   try {
@@ -157,12 +152,11 @@ async function controlDelayLoss (ctx, phase) {
     await heal()
   }
   const healed = ctx.now()
-  const stats = proxies.map((p) => ({ controller: p.host, ...p.proxy.stats() }))
-  for (const p of proxies) await p.proxy.close()
+  const stats = proxies ? await proxies.close() : []
   await cluster.waitSettled({ timeoutMs: 30000 })
   phase.details.proxies = stats
   phase.details.settledAfterHealMs = ms(ctx.now() - healed)
-  phase.note(`${ms(opts.netDelayHoldMs / 1000)} s of ${opts.netDelayMs} ± ${opts.netJitterMs} ms delay and ${opts.netLossPct} % loss; ${stats.reduce((n, s) => n + s.connections, 0)} control connections through the proxies; settled ${phase.details.settledAfterHealMs} ms after the heal`)
+  phase.note(`${ms(opts.netDelayHoldMs / 1000)} s of ${opts.netDelayMs} ± ${opts.netJitterMs} ms delay and ${opts.netLossPct} % loss; ${stats.reduce((n, s) => n + (s.connections || 0), 0)} control connections through the proxies (each chunk late by ${Math.max(0, ...stats.map((s) => s.meanLateMs || 0))} ms on average beyond its delay); settled ${phase.details.settledAfterHealMs} ms after the heal`)
 }
 
 /** An app server whose clock runs `rate` times real time, or steps forward by a lease. */
