@@ -24,9 +24,22 @@ async function applyAll (faults) {
   return async () => { for (const h of handles) await h.heal() }
 }
 
-/** Poll until the controllers' status says `id` is no longer a member (lease lapsed, slices moved); its time. */
-function waitDropped (ctx, id, what) {
-  return pollUntil(() => !ctx.cluster.controller.status().servers[id] && ctx.now(), { timeoutMs: 30000, intervalMs: 20, what })
+/**
+ * Poll until the controllers' status says `id` is no longer a member, or
+ * owns nothing (lease lapsed, slices moved); its time, or null when that did
+ * not happen within `timeoutMs` (the member kept its lease).
+ */
+async function waitDropped (ctx, id, timeoutMs = 20000) {
+  const gone = () => {
+    const s = ctx.cluster.controller.status().servers[id]
+    return !s || s.slices === 0
+  }
+  try {
+    return await pollUntil(() => gone() && ctx.now(), { timeoutMs, intervalMs: 20, what: `the controller to drop ${id}` })
+  } catch (err) {
+    if (err.code === 'CHOPPER_ERR_TIMEOUT') return null
+    throw err
+  }
 }
 
 /** A member partitioned from the controllers by `cut` (both ways) or `block` (member -> controllers only). */
@@ -39,9 +52,9 @@ function memberPartition (kind) {
       heal = await applyAll(cluster.controllerHosts.map((c) => () => (kind === 'cut' ? cluster.rules.cut(victim, c) : cluster.rules.block(victim, c))))
     })
     try {
-      const dropped = await waitDropped(ctx, victim, `the controller to drop ${victim}`)
-      await phase.event({ what: `${victim} dropped`, victim, keys: ev.keys, at: dropped })
-      phase.details.droppedAfterMs = ms(dropped - ev.at)
+      const dropped = await waitDropped(ctx, victim)
+      if (dropped !== null) await phase.event({ what: `${victim} dropped`, victim, keys: ev.keys, at: dropped })
+      phase.details.droppedAfterMs = dropped === null ? null : ms(dropped - ev.at)
       await ctx.steady(opts.netHoldMs)
     } finally {
       await heal()
@@ -52,7 +65,8 @@ function memberPartition (kind) {
     phase.details.heldMs = ms(healed - ev.at)
     phase.details.registeredAfterHealMs = ms(ctx.now() - healed)
     phase.details.bound = leaseBound(ctx)
-    phase.note(`${victim} ${kind === 'cut' ? 'cut from' : 'could not reach'} the controllers; dropped after ${phase.details.droppedAfterMs} ms (lease ${phase.details.bound.leaseMs} + margin ${phase.details.bound.leaseMarginMs} ms), healed after ${phase.details.heldMs} ms, registered again ${phase.details.registeredAfterHealMs} ms later`)
+    const dropped = phase.details.droppedAfterMs === null ? 'never dropped (it kept its lease)' : `dropped after ${phase.details.droppedAfterMs} ms`
+    phase.note(`${victim} ${kind === 'cut' ? 'cut from' : 'could not reach'} the controllers; ${dropped} (lease ${phase.details.bound.leaseMs} + margin ${phase.details.bound.leaseMarginMs} ms), healed after ${phase.details.heldMs} ms, registered again ${phase.details.registeredAfterHealMs} ms later`)
   }
 }
 

@@ -150,6 +150,12 @@ class Network {
     await run('ip', ['-n', ns, 'addr', 'add', `${this.subnet}.${n}/24`, 'dev', 'eth0'])
     await run('ip', ['-n', ns, 'link', 'set', 'eth0', 'up'])
     await run('ip', ['-n', ns, 'link', 'set', 'lo', 'up'])
+    // Connection tracking from the first packet on. A namespace only tracks
+    // connections once a rule there needs it, and a connection it first sees
+    // mid-stream gets its direction from whichever packet comes first: a
+    // member's lease stream picked up on a push from the controller would
+    // count as the controller's, and `ct direction original` would not cut it.
+    await this.nft(name, 'table inet conntrack {\n  chain output {\n    type filter hook output priority -300; policy accept;\n    ct state new counter\n  }\n}\n')
   }
 
   host (name) {

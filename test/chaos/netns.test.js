@@ -12,13 +12,19 @@ const support = netnsSupport()
 if (!support.ok) process.stderr.write(`test/chaos/netns.test.js skipped: ${support.reason}\n`)
 const describeNetns = support.ok ? describe : describe.skip
 
-// A server on every host, port 7000, that answers each line with "<host> <line>";
+// A server on every host, port 7000, that answers each line with "<host> <line>"
+// (a line starting "later" a second later, as a push from the server);
 // and a client that keeps one connection and reports what each line gets.
 const SERVER = `
 const host = process.argv[1]
 require('node:net').createServer((s) => {
   s.setEncoding('utf8')
-  s.on('data', (d) => s.write(d.split('\\n').filter(Boolean).map((l) => host + ' ' + l + '\\n').join('')))
+  s.on('data', (d) => {
+    for (const l of d.split('\\n').filter(Boolean)) {
+      if (l.startsWith('later')) setTimeout(() => s.write(host + ' ' + l + '\\n'), 1000)
+      else s.write(host + ' ' + l + '\\n')
+    }
+  })
   s.on('error', () => {})
 }).listen(7000, process.argv[2], () => process.stdout.write('ready\\n'))
 `
@@ -84,7 +90,10 @@ s.on('data', (d) => process.stdout.write(d)); process.stdin.on('data', (d) => s.
     kept.stdout.on('data', (d) => { got += d })
     kept.stdin.write('one\n')
     await pollUntil(() => got.includes('b one'), { timeoutMs: 5000, what: 'the kept connection to answer' })
+    // The first packet after the rule is b's (a push): the connection is still a's, so a's next line is cut.
+    kept.stdin.write('later\n')
     const block = await rules.block('a', 'b')
+    await pollUntil(() => got.includes('b later'), { timeoutMs: 5000, what: 'the push from b' })
     expect(await reach(network, 'a', network.ip('b'))).toBe('TIMEOUT')
     expect(await reach(network, 'b', network.ip('a'))).toBe('a ping')
     kept.stdin.write('two\n')
