@@ -3,6 +3,7 @@
 const { KEYSPACE_SIZE, evenRanges } = require('./keyspace')
 const { InvalidAssignmentError, StaleGenerationError, StaleEpochError, ImplausibleValueError, describeValue } = require('./errors')
 const { normalize, overlap } = require('./ranges')
+const { lastAtOrBelow } = require('./sorted-search')
 
 /**
  * An assignment is plain JSON:
@@ -280,13 +281,7 @@ function spreadLoads (a, reports, valueOf = countOf) {
     const value = valueOf(r)
     if (!(value > 0) || !(r.end > r.start)) continue
     // first slice that may overlap r
-    let lo = 0
-    let hi = starts.length - 1
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >>> 1
-      if (starts[mid] <= r.start) lo = mid
-      else hi = mid - 1
-    }
+    const lo = lastAtOrBelow(starts, r.start)
     const len = r.end - r.start
     for (let i = lo; i < a.slices.length && a.slices[i].start < r.end; i++) {
       const o = overlap(a.slices[i], r)

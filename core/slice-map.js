@@ -1,5 +1,7 @@
 'use strict'
 
+const { lastAtOrBelow } = require('./sorted-search')
+
 const NONE = Object.freeze([])
 
 /**
@@ -47,15 +49,7 @@ class SliceMap {
    * @param {number} key slice key in [0, 2^32)
    */
   indexOf (key) {
-    const starts = this.starts
-    let lo = 0
-    let hi = this.size - 1
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >>> 1
-      if (starts[mid] <= key) lo = mid
-      else hi = mid - 1
-    }
-    return lo
+    return lastAtOrBelow(this.starts, key, this.size)
   }
 
   /** Primary owner id of the slice holding `key`. */

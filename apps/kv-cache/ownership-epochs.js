@@ -1,6 +1,7 @@
 'use strict'
 
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
+const { lastAtOrBelow } = require('../../core/sorted-search')
 
 /**
  * Which cache entries this server may still trust, per slice-key range.
@@ -52,15 +53,7 @@ class OwnershipEpochs {
 
   /** Lowest tag a cache entry for slice key `key` needs to be served. */
   required (key) {
-    const starts = this.starts
-    let lo = 0
-    let hi = starts.length - 1
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >>> 1
-      if (starts[mid] <= key) lo = mid
-      else hi = mid - 1
-    }
-    return Math.max(this.floor, this.epochs[lo])
+    return Math.max(this.floor, this.epochs[lastAtOrBelow(this.starts, key)])
   }
 
   /** True when an entry with `tag` for slice key `key` may be served. */
