@@ -32,7 +32,7 @@ const TABLE = {
   ReplicaUnavailableError: ['CHOPPER_ERR_REPLICA_UNAVAILABLE', 503],
   WriteIndeterminateError: ['CHOPPER_ERR_WRITE_INDETERMINATE', 503],
   // kv-cache: a replica asked this server for a key a write of this server holds
-  // there, but another server's write holds it here too (apps/kv-cache/kv-service.js).
+  // there, but another server's write holds it here too (apps/kv-cache/kv-reader.js).
   KeyHeldError: ['CHOPPER_ERR_KEY_HELD', 409],
   TooManyClientsError: ['CHOPPER_ERR_TOO_MANY_CLIENTS', 503],
   TimeoutError: ['CHOPPER_ERR_TIMEOUT', 504],

@@ -24,7 +24,7 @@ const { componentLogger, silent } = require('../../core/logger')
  *
  * Replicated slices (docs/replication.md): any replica serves reads, the
  * primary serves writes and holds and fences the key on the other replicas
- * (kv-service.js). It finds their data URLs in `req.chopperServers` when the
+ * (kv-writer.js). It finds their data URLs in `req.chopperServers` when the
  * shard guard provides it, else in the last assignment the ownership hooks
  * were called with.
  *

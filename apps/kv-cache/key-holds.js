@@ -39,7 +39,7 @@ class KeyHolds {
    * Resolves true once every hold standing on `key` now has been lifted
    * (or lapsed), at once when none stands; false after `timeoutMs`. Holds
    * added meanwhile are not waited for: they are of writes that began after
-   * the caller did (kv-service.js, "reads wait for the writes before them").
+   * the caller did (kv-reader.js, "reads wait for the writes before them").
    * Nor are holds that have stood `maxAgeMs` or longer (the caller no longer
    * waits for those: heldLongerThan tells whether one still stands).
    */

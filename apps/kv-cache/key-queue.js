@@ -40,7 +40,7 @@ class KeyQueue {
   /**
    * Reads that arrive from now on do not join the read in flight on `key`
    * (they queue behind it and read again): a write elsewhere may land
-   * between that read and theirs (kv-service.js, holds).
+   * between that read and theirs (kv-replica.js, holds).
    */
   cut (key) {
     const tail = this.tails.get(key)

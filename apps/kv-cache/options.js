@@ -5,7 +5,9 @@ const { InvalidArgumentError } = require('../../core/errors')
 const { ENV } = require('../../core/settings')
 const { silent } = require('../../core/logger')
 const { validateToken } = require('../../core/cluster-auth')
-const { HELD_READS } = require('./kv-service')
+
+/** How a replica answers a read of a key a write holds (the `heldReads` option). */
+const HELD_READS = Object.freeze(['wait', 'ask'])
 
 const fromEnv = (key) => Object.values(ENV.kvCache).find((s) => s.key === key).default
 
@@ -42,17 +44,17 @@ const defaults = Object.freeze({
   // as one batch, its last write (write-batches.js). false: one at a time.
   batchWrites: true,
   // A replicated write's releases go on after it is answered; true: the key's
-  // next write starts meanwhile (its hold may overtake them: kv-service.js),
+  // next write starts meanwhile (its hold may overtake them: kv-writer.js),
   // false: it waits for them.
   pipelineReleases: true,
   // A replica's read of a key a write holds: 'wait' for the release, then
   // read DynamoDB; or 'ask' the writer, which vouches for the replica's cached
-  // version or sends its value, without waiting for the write (kv-service.js).
+  // version or sends its value, without waiting for the write (kv-reader.js).
   heldReads: 'wait',
   // How long a read of a held key waits for the write's release before it
   // reads DynamoDB (wait) or asks the writer (ask; 0: at once), counted from
   // the arrival of the youngest hold it waits for: a hold that old is not
-  // waited for again (kv-service.js). Long enough to ride out a stalled
+  // waited for again (kv-reader.js). Long enough to ride out a stalled
   // event loop: a read that gives up reads DynamoDB, a miss that costs the
   // server more work just when it is short of time. Unset, at most fenceTimeoutMs.
   heldReadWaitMs: 500,
@@ -106,4 +108,4 @@ function resolveOptions (options = {}) {
   return o
 }
 
-module.exports = { defaults, resolveOptions }
+module.exports = { defaults, resolveOptions, HELD_READS }

@@ -4,7 +4,7 @@ const noop = () => {}
 
 /**
  * Shared DynamoDB reads of one key for reads that may not join a read already
- * in flight: those of a key a write holds (kv-service.js). While a write is
+ * in flight: those of a key a write holds (kv-reader.js). While a write is
  * in progress somewhere, a store read issued before a reader arrived may
  * predate a write acknowledged before it arrived (the writer answers before
  * its releases reach the replicas), so a reader may only share a store read

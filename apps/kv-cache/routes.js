@@ -167,7 +167,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
    * Internal: a writing primary holds (`X-KV-Fence: hold`), fences
    * (`release`, with `X-KV-Version`) or lets go of (`abort`) key K on this
    * replica; a release this replica did not take comes again later as
-   * `lapse` (drop the entry, lift the hold: kv-service.js #liftLater). It is
+   * `lapse` (drop the entry, lift the hold: kv-writer.js #liftLater). It is
    * a request for K, so the shard guard admits it only while this server
    * admits K's slice (421 otherwise, which the writer counts as done for the
    * write, and sends a release or abort again later). With a cluster token
@@ -178,7 +178,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
    * the data port can send one (see the README).
    *
    * `X-KV-Fence: read` is a replica's read of K while a write of this server
-   * holds it there (heldReads ask, kv-service.js): answered with this
+   * holds it there (heldReads ask, kv-reader.js): answered with this
    * server's own read of K, 204 when that is version `X-KV-Version` (the
    * replica's cached one), else 200 with the value, or 404. It is answered
    * only while this server admits K's slice for reads, not merely joining it
@@ -300,7 +300,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
       if (clockOf(version) > BigInt(Date.now() + MAX_VERSION_AHEAD_MS) * 1000n) throw refuse('X-KV-Version is ahead of this server\'s clock')
     }
     // How the writer of a hold wants reads of the key answered here while it holds it
-    // (kv-service.js heldReads): X-KV-Held-Reads: ask, else wait.
+    // (kv-reader.js, heldReads): X-KV-Held-Reads: ask, else wait.
     const asked = req.headers['x-kv-held-reads']
     if (asked !== undefined && (phase !== 'hold' || asked !== 'ask')) throw refuse('X-KV-Held-Reads is ask, on a hold only')
     const heldReads = asked === undefined ? 'wait' : 'ask'

@@ -22,7 +22,7 @@
  * fenced or not applied for all, or, when the outcome is unknown, unknown for
  * all (either the last write landed, and with it every earlier one, or none).
  *
- * Only writes admitted alike may join: same `group` (kv-service.js: the
+ * Only writes admitted alike may join: same `group` (kv-writer.js: the
  * generation the request was admitted under and the replicas to hold), since
  * the batch runs under its last write's.
  */

@@ -59,8 +59,8 @@ describe('kv-cache fences with a cluster token', () => {
     const { A, B } = await replicaSet()
     const put = await call(kvUrl(A.url, 'k1'), { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'v1' })
     expect(put.status).toBe(204)
-    // the write is answered before its release (kv-service.js): wait for that
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release to finish' })
+    // the write is answered before its release (kv-writer.js): wait for that
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release to finish' })
     expect(await registryValue(B.registry, 'chopper_kv_fences_received_total', { phase: 'hold' })).toBe(1)
     expect(await registryValue(B.registry, 'chopper_kv_fences_received_total', { phase: 'release' })).toBe(1)
     expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'release', outcome: 'ok' })).toBe(1)
@@ -95,7 +95,7 @@ describe('kv-cache fences with a cluster token', () => {
     const { A, B } = await replicaSet(undefined, { heldReads: 'ask' })
     const put = await call(kvUrl(A.url, 'k4'), { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'v4' })
     expect(put.status).toBe(204)
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release to finish' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release to finish' })
     B.kv.service.hold('k4', sliceKey('k4'), 'A:k4:9', { from: 'A', url: A.url, generation: GEN, heldReads: 'ask' })
     const r = await call(kvUrl(B.url, 'k4'))
     expect([r.status, r.body, r.headers['x-kv-outcome']]).toEqual([200, 'v4', 'hit'])

@@ -117,7 +117,7 @@ describe('kv-cache with replicated slices', () => {
     for (const n of [A, B, C]) expect(n.kv.service.holds.size).toBe(0)
     // The primary timed each phase of both writes (the releases after they were answered),
     // and counted each release once every replica had answered it.
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the releases' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the releases' })
     expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'release', outcome: 'ok' })).toBe(4)
     for (const phase of ['hold', 'store', 'release']) {
       expect(await registryValue(A.registry, 'chopper_kv_write_phase_seconds_count', { phase })).toBe(2)
@@ -171,7 +171,7 @@ describe('kv-cache with replicated slices', () => {
   test('heldReads wait: the releases go as soon as DynamoDB took the write, alongside the writer\'s own cache update: the replicas serve the new value while the writer, still held, serves nothing of the key from its cache', async () => {
     const { nodes: { A, B, C } } = await replicaSet({ options: { heldReads: 'wait', heldReadWaitMs: 100 } })
     await putText(kvUrl(A.url, 'k50'), 'old')
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of old' })
     const stall = stallCacheSets(A, 'k50')
     const w = putText(kvUrl(A.url, 'k50'), 'new')
     await stall.started
@@ -190,7 +190,7 @@ describe('kv-cache with replicated slices', () => {
   test('heldReads wait: through its hold phase (before its DynamoDB write) the writer still serves the key from its cache, and holds itself from its DynamoDB write on', async () => {
     const { nodes: { A, B } } = await replicaSet({ ids: ['A', 'B'], options: { heldReads: 'wait', heldReadWaitMs: 100 } })
     await putText(kvUrl(A.url, 'k53'), 'old')
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of old' })
     const holds = gateHolds(A)
     const stall = stallPutsAfterLanding(A)
     const w = putText(kvUrl(A.url, 'k53'), 'new')
@@ -210,7 +210,7 @@ describe('kv-cache with replicated slices', () => {
   test('a write that arrives while the running batch still holds its replicas joins that batch: one hold, one DynamoDB write, one release for both; one that arrives after its DynamoDB write began runs next', async () => {
     const { nodes: { A, B } } = await replicaSet({ ids: ['A', 'B'] })
     await putText(kvUrl(A.url, 'k61'), 'v0')
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v0' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of v0' })
     const fences = (phase) => registryValue(B.registry, 'chopper_kv_fences_received_total', { phase })
     const [holds0, releases0] = [await fences('hold'), await fences('release')]
     const joined0 = await registryValue(A.registry, 'chopper_kv_batched_writes_total')
@@ -228,7 +228,7 @@ describe('kv-cache with replicated slices', () => {
     const [r1, r2] = await Promise.all([first, second])
     expect([r1.status, r2.status]).toEqual([204, 204])
     expect(puts).toEqual(['v2']) // one DynamoDB write, of the batch's last value
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release' })
     expect(await fences('hold')).toBe(holds0 + 1)
     expect(await fences('release')).toBe(releases0 + 1)
     for (const n of [A, B]) expect(await get(n, 'k61')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
@@ -238,13 +238,13 @@ describe('kv-cache with replicated slices', () => {
     const third = putText(kvUrl(A.url, 'k61'), 'v3')
     await stall.landed
     const fourth = putText(kvUrl(A.url, 'k61'), 'v4')
-    await pollUntil(() => A.kv.service.batches.size === 1, { what: 'v4 to open the next batch' })
+    await pollUntil(() => A.kv.service.writer.batches.size === 1, { what: 'v4 to open the next batch' })
     stall.resume()
     expect((await third).status).toBe(204)
     stall.restore()
     expect((await fourth).status).toBe(204)
     expect(puts).toEqual(['v2', 'v3', 'v4'])
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the releases' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the releases' })
     expect(await fences('hold')).toBe(holds0 + 3)
     for (const n of [A, B]) expect((await get(n, 'k61')).body).toBe('v4')
   })
@@ -252,7 +252,7 @@ describe('kv-cache with replicated slices', () => {
   test('heldReads ask: the releases wait for the writer\'s own cache update, where the write takes effect', async () => {
     const { nodes: { A, B } } = await replicaSet({ options: ASK })
     await putText(kvUrl(A.url, 'k51'), 'old')
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of old' })
     const stall = stallCacheSets(A, 'k51')
     const w = putText(kvUrl(A.url, 'k51'), 'new')
     await stall.started
@@ -269,7 +269,7 @@ describe('kv-cache with replicated slices', () => {
   test('heldReads wait: a hold keeps the replica\'s cached entry but never serves it while held; an abort (the write was not applied) serves it again, with no DynamoDB read', async () => {
     const { nodes: { A, B }, servers } = await replicaSet({ ids: ['A', 'B'], options: { heldReads: 'wait', heldReadWaitMs: 0 } })
     await putText(kvUrl(A.url, 'k52'), 'v1')
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of v1' })
     const slice = sliceKey('k52')
     B.kv.service.hold('k52', slice, 'A:t:52', { from: 'A', url: servers.A.url, generation: GEN })
     expect((await B.kv.service.cache.get('k52', slice)).value.toString()).toBe('v1') // kept, no Redis call
@@ -284,7 +284,7 @@ describe('kv-cache with replicated slices', () => {
   test('heldReads ask: until the writer\'s DynamoDB write returned, the writer and every replica serve the old value (the writer vouches for the replicas\' cached one); from then on the new one', async () => {
     const { nodes: { A, B, C } } = await replicaSet({ options: ASK })
     await putText(kvUrl(A.url, 'k2'), 'old')
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of old' })
     const storeGets = [countStoreGets(B), countStoreGets(C)]
     const stall = stallPutsAfterLanding(A)
     const w = putText(kvUrl(A.url, 'k2'), 'new')
@@ -307,7 +307,7 @@ describe('kv-cache with replicated slices', () => {
     test(`a replica's fill that read DynamoDB before a write never lands in its cache afterwards (heldReads: ${heldReads})`, async () => {
       const { nodes: { A, B } } = await replicaSet({ ids: ['A', 'B'], options: { heldReads } })
       await putText(kvUrl(A.url, 'k3'), 'v1')
-      await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' }) // answered before it
+      await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of v1' }) // answered before it
       await B.kv.service.cache.del('k3', sliceKey('k3')) // the release cached v1 there: make B fill from DynamoDB
       const read = gate()
       const resume = gate()
@@ -342,7 +342,7 @@ describe('kv-cache with replicated slices', () => {
   test('heldReads ask: a held read is answered by the writer, which vouches for the cached version (a hit) or sends its value (shared), or says there is none; no DynamoDB read; counted', async () => {
     const { nodes: { A, B }, servers } = await replicaSet({ options: ASK })
     expect((await putText(kvUrl(A.url, 'k30'), 'v1')).status).toBe(204)
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of v1' })
     const storeGets = countStoreGets(B)
     await holdFor(B, 'k30', 'A', servers.A.url)
     await holdFor(B, 'k31', 'A', servers.A.url) // never written
@@ -362,7 +362,7 @@ describe('kv-cache with replicated slices', () => {
   test('heldReads ask: a held read first waits up to heldReadWaitMs for the release (served without asking when it comes), then asks the writer', async () => {
     const { nodes: { A, B }, servers } = await replicaSet({ options: { heldReads: 'ask', heldReadWaitMs: 300 } })
     expect((await putText(kvUrl(A.url, 'k36'), 'v1')).status).toBe(204)
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of v1' })
     const id = await holdFor(B, 'k36', 'A', servers.A.url)
     let read = null
     get(B, 'k36').then((r) => { read = r })
@@ -393,7 +393,7 @@ describe('kv-cache with replicated slices', () => {
     }
     const { nodes: { A, B } } = await replicaSet({ options: ASK, intercept: { C: refuse } })
     expect((await putText(kvUrl(A.url, 'k38'), 'old')).status).toBe(204)
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of old' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of old' })
     expect(await get(A, 'k38')).toEqual({ status: 200, body: 'old', outcome: 'hit' })
     const stall = stallPutsAfterLanding(A)
     const w = putText(kvUrl(A.url, 'k38'), 'new')
@@ -412,7 +412,7 @@ describe('kv-cache with replicated slices', () => {
     const { nodes: { A, B }, servers } = await replicaSet({ ids: ['A', 'B'], nodeOptions: { A: ASK, B: { heldReads: 'wait', heldReadWaitMs: 50 } } })
     // A (ask) writes: its hold tells B to ask; B keeps its cached entry and A vouches for it
     expect((await putText(kvUrl(A.url, 'k37'), 'v1')).status).toBe(204)
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of v1' })
     const bGets = countStoreGets(B)
     const stall = stallPutsAfterLanding(A)
     const w = putText(kvUrl(A.url, 'k37'), 'v2')
@@ -472,7 +472,7 @@ describe('kv-cache with replicated slices', () => {
   test('heldReads ask: a store read that an ask write\'s hold overtakes, or that starts after one (it waited in a batch), is not served: the read asks the writer', async () => {
     const { nodes: { A, B }, servers } = await replicaSet({ options: ASK })
     expect((await putText(kvUrl(A.url, 'k39'), 'v1')).status).toBe(204)
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v1' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of v1' })
     // a write of C's that waits (its hold says nothing): B's reads go to DynamoDB at once (heldReadWaitMs 0)
     B.kv.service.hold('k39', sliceKey('k39'), 'C:t:1', { from: 'C', url: servers.C.url, generation: GEN })
     const read = gate()
@@ -488,7 +488,7 @@ describe('kv-cache with replicated slices', () => {
     const first = get(B, 'k39') // its store read runs, stalled
     await read.p
     const second = get(B, 'k39') // waits for the next store read
-    await pollUntil(() => Boolean(B.kv.service.heldStoreReads.keys.get('k39')?.next), { what: 'the second read to wait its turn' })
+    await pollUntil(() => Boolean(B.kv.service.reader.heldStoreReads.keys.get('k39')?.next), { what: 'the second read to wait its turn' })
     await holdFor(B, 'k39', 'A', servers.A.url) // an ask write's hold overtakes both
     resume.open()
     // B kept its (unserved) entry through C's hold: A vouches for it
@@ -614,7 +614,7 @@ describe('kv-cache with replicated slices', () => {
         const put = await putText(kvUrl(A.url, 'k20'), 'v1')
         expect(put.status).toBe(204)
         await pollUntil(() => hung.length === 1, { what: 'C to receive the release' })
-        expect(A.kv.service.releases.size).toBe(1) // answered while C's release is unanswered
+        expect(A.kv.service.writer.releases.size).toBe(1) // answered while C's release is unanswered
         expect(A.kv.service.holds.held('k20')).toBe(false) // the primary lifted its own hold
         expect(await get(A, 'k20')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
         expect(C.kv.service.holds.held('k20')).toBe(true)
@@ -636,7 +636,7 @@ describe('kv-cache with replicated slices', () => {
         for (const res of hung.splice(0)) res.socket.destroy() // the releases are retried, and arrive
         await pollUntil(() => second !== null, { what: 'the second write, after the first release' })
         expect(second.status).toBe(204)
-        await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v2' })
+        await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of v2' })
         expect(C.kv.service.holds.held('k20')).toBe(false)
         // Whichever release came last, C never serves v1 again: v2 cached, or a fence at v2 (a miss that fills v2).
         const after = await get(C, 'k20')
@@ -752,7 +752,7 @@ describe('kv-cache with replicated slices', () => {
   test('heldReads wait: a hold older than heldReadWaitMs (a lost release) is waited for by no read: a read under it and a fresh hold waits for the fresh one\'s release alone, then reads DynamoDB, not its cache', async () => {
     const { nodes: { A, C } } = await replicaSet({ options: { heldReads: 'wait', heldReadWaitMs: 5000, fenceTimeoutMs: 10000 } })
     expect((await putText(kvUrl(A.url, 'k47'), 'v1')).status).toBe(204)
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'v1\'s releases' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'v1\'s releases' })
     const svc = C.kv.service
     const slice = sliceKey('k47')
     svc.holds.add('k47', 'lost')
@@ -803,11 +803,11 @@ describe('kv-cache with replicated slices', () => {
     }
     const { nodes: { A, B, C } } = await replicaSet({ options: { heldReadWaitMs: 100 }, intercept: { C: notNow } })
     expect((await putText(kvUrl(A.url, 'k26'), 'v1')).status).toBe(204)
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'v1\'s releases' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'v1\'s releases' })
     expect(await get(C, 'k26')).toEqual({ status: 200, body: 'v1', outcome: 'hit' }) // v1's release cached it...
     refuse = 2
     expect((await putText(kvUrl(A.url, 'k26'), 'v2')).status).toBe(204)
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'v2\'s releases' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'v2\'s releases' })
     expect(B.kv.service.holds.held('k26')).toBe(false)
     expect(C.kv.service.holds.held('k26')).toBe(true) // ...but v2's release was refused: held, v1 cached
     // sent again after 250 ms (refused), then after 500 ms more (taken)
@@ -819,7 +819,7 @@ describe('kv-cache with replicated slices', () => {
     // the lapse dropped C's entry (v1): it reads DynamoDB, then caches v2
     expect(await get(C, 'k26')).toEqual({ status: 200, body: 'v2', outcome: 'miss' })
     expect(await get(C, 'k26')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
-    expect(A.kv.service.lateLifts.size).toBe(0)
+    expect(A.kv.service.writer.lateLifts.size).toBe(0)
     // a lapse for a hold no longer standing leaves the entry alone
     await C.kv.service.lapse('k26', sliceKey('k26'), 'not-a-hold')
     expect(await get(C, 'k26')).toEqual({ status: 200, body: 'v2', outcome: 'hit' })
@@ -828,7 +828,7 @@ describe('kv-cache with replicated slices', () => {
   test('a lapse (a late release) leaves no fill that began under its hold in the cache: that fill may have read DynamoDB before the write landed', async () => {
     const { nodes: { A, C } } = await replicaSet({ options: { heldReadWaitMs: 2000 } })
     expect((await putText(kvUrl(A.url, 'k29'), 'v1')).status).toBe(204)
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'v1\'s releases' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'v1\'s releases' })
     const svc = C.kv.service
     const slice = sliceKey('k29')
     await svc.cache.del('k29', slice)
@@ -880,7 +880,7 @@ describe('kv-cache with replicated slices', () => {
     const { nodes: { A, C } } = await replicaSet({ ids: ['A', 'C'], intercept: { C: refuse } })
     expect((await putText(kvUrl(A.url, 'k31'), 'v1')).status).toBe(204)
     await pollUntil(async () => (await registryValue(A.registry, 'chopper_kv_late_lifts_total', { phase: 'release', outcome: 'refused' })) === 1, { timeoutMs: 5000, what: 'the late lift to be refused' })
-    expect(A.kv.service.lateLifts.size).toBe(0)
+    expect(A.kv.service.writer.lateLifts.size).toBe(0)
     expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'lapse', outcome: 'failed' })).toBe(1)
     expect(C.kv.service.holds.held('k31')).toBe(true) // left to its own lapse
   })
@@ -890,7 +890,7 @@ describe('kv-cache with replicated slices', () => {
     let cLists = ['A', 'B', 'C']
     const { nodes: { A, B, C } } = await replicaSet({ options: { heldReadWaitMs: 2000 }, listed: (id) => (id === 'C' ? cLists : ['A', 'B', 'C']) })
     expect((await putText(kvUrl(A.url, 'k45'), 'v1')).status).toBe(204)
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'v1\'s releases' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'v1\'s releases' })
     expect(await get(C, 'k45')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
     const stall = stallPutsAfterLanding(A)
     const write = putText(kvUrl(A.url, 'k45'), 'v2')
@@ -899,7 +899,7 @@ describe('kv-cache with replicated slices', () => {
     cLists = ['B', 'C']
     stall.resume()
     expect((await write).status).toBe(204)
-    await pollUntil(() => A.kv.service.releases.size === 0, { what: 'v2\'s releases' })
+    await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'v2\'s releases' })
     stall.restore()
     expect(C.kv.service.holds.held('k45')).toBe(false) // lifted at once, not after holdLapseMs
     expect(await registryValue(C.registry, 'chopper_kv_unlisted_lifts_total', { phase: 'release' })).toBe(1)
@@ -949,19 +949,19 @@ describe('kv-cache with replicated slices', () => {
     expect((await putText(kvUrl(A.url, 'k27'), 'v1')).status).toBe(204)
     // attempts after 250, 750 ms (the next would be past 1200 ms): then expired
     await pollUntil(async () => (await registryValue(A.registry, 'chopper_kv_late_lifts_total', { phase: 'release', outcome: 'expired' })) === 1, { timeoutMs: 5000, what: 'the late lifts to expire' })
-    expect(A.kv.service.lateLifts.size).toBe(0)
+    expect(A.kv.service.writer.lateLifts.size).toBe(0)
     expect(C.kv.service.holds.held('k27')).toBe(true) // left to its own lapse
     // a late lift pending at close is cancelled
     A.kv.service.holds.lapseMs = 60000
     expect((await putText(kvUrl(A.url, 'k28'), 'v1')).status).toBe(204)
-    await pollUntil(() => A.kv.service.lateLifts.size === 1, { what: 'a late lift to be scheduled' })
+    await pollUntil(() => A.kv.service.writer.lateLifts.size === 1, { what: 'a late lift to be scheduled' })
     // and a release still on its way at close schedules none when it is refused
     expect((await putText(kvUrl(A.url, 'k29'), 'v1')).status).toBe(204)
-    expect(A.kv.service.releases.size).toBe(1)
+    expect(A.kv.service.writer.releases.size).toBe(1)
     const settled = A.kv.service.settle()
     slowRelease.open()
     await settled
-    expect(A.kv.service.lateLifts.size).toBe(0)
+    expect(A.kv.service.writer.lateLifts.size).toBe(0)
   })
 
   for (const heldReads of ['ask', 'wait']) {
@@ -976,7 +976,7 @@ describe('kv-cache with replicated slices', () => {
       expect(C.kv.service.holds.held('k7')).toBe(true)
       expect((await putText(kvUrl(A.url, 'k7'), 'v2')).status).toBe(204)
       // answered before its release, which fails after fenceTimeoutMs
-      await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release of v2 to give up' })
+      await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release of v2 to give up' })
       expect(await registryValue(A.registry, 'chopper_kv_replicated_write_failures_total', { op: 'put', phase: 'release' })).toBe(2)
       for (let i = 0; i < 2; i++) expect(await get(C, 'k7')).toEqual({ status: 200, body: 'v2', outcome: heldReads === 'ask' ? 'shared' : 'miss' })
     })
@@ -1085,7 +1085,7 @@ describe('kv-cache with replicated slices', () => {
       // B was held and released as usual; C, never held, is not released either
       expect(await get(B, 'k11')).toEqual({ status: 200, body: 'v1', outcome: 'hit' })
       // A counts the release once B's answer is in (B lifted its hold before answering)
-      await pollUntil(() => A.kv.service.releases.size === 0, { what: 'the release' })
+      await pollUntil(() => A.kv.service.writer.releases.size === 0, { what: 'the release' })
       expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'release', outcome: 'ok' })).toBe(1)
       expect(await registryValue(A.registry, 'chopper_kv_fences_sent_total', { phase: 'release', outcome: 'dropped' })).toBe(0)
     } finally {
