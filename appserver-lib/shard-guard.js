@@ -9,6 +9,7 @@ const { NotOwnerError, LeaseExpiredError, InvalidArgumentError } = require('../c
 const { silent } = require('../core/logger')
 const { LoadLedger } = require('./load-ledger')
 const { vote } = require('../core/hot-keys')
+const { WaitList } = require('../core/wait-list')
 
 const noop = () => {}
 const CONSISTENCY = ['strict', 'available']
@@ -85,8 +86,8 @@ class ShardGuard {
     // still have requests running, oldest first.
     this.current = null
     this.older = []
-    this.drainWaiters = []
-    this.mapWaiters = []
+    this.drainWaiters = new WaitList()
+    this.mapWaiters = new WaitList()
     this.running = 0 // admitted requests whose responses have not closed, under any map (X-Chopper-Inflight)
     this.stats = { admitted: 0, misdirected: 0, staleRouted: 0, held: 0, leaseRefused: 0, assignmentsAccepted: 0, assignmentsRejected: 0, staleLeases: 0 }
   }
@@ -139,7 +140,7 @@ class ShardGuard {
     }
     this.leasesEnforced = true
     this.leaseExpiresAt = Math.max(this.leaseExpiresAt, sentAt + leaseMs)
-    if (this.leaseValid()) this.#wake(this.mapWaiters) // requests held for a lease (a controller failover)
+    if (this.leaseValid()) this.mapWaiters.wakeAll() // requests held for a lease (a controller failover)
     return true
   }
 
@@ -188,8 +189,8 @@ class ShardGuard {
     if (acquired.length) results.push(this.#callHook('onAcquire', acquired, ctx))
     this.stats.assignmentsAccepted++
     this.logger.info({ generation: assignment.generation, slices: map.size, acquired: acquired.length, released: released.length, moving: map.hasMoving }, 'assignment installed')
-    this.#wake(this.mapWaiters)
-    if (this.older.length === 0) this.#wake(this.drainWaiters)
+    this.mapWaiters.wakeAll()
+    if (this.older.length === 0) this.drainWaiters.wakeAll()
     return { changed: true, acquired, released, hooks: Promise.all(results) }
   }
 
@@ -295,7 +296,7 @@ class ShardGuard {
    */
   /** A write admitted under `token`'s map has applied its effects: a handoff stops waiting for it (its `end` then passes write = false). */
   settle (token) {
-    if (--token.writes === 0 && token !== this.current && !this.drainAll) this.#wake(this.drainWaiters)
+    if (--token.writes === 0 && token !== this.current && !this.drainAll) this.drainWaiters.wakeAll()
   }
 
   end (token, slice = -1, costMs = 0, write = false) {
@@ -311,7 +312,7 @@ class ShardGuard {
     if (at === -1) return
     this.#flushToken(token, null) // its last request: nothing will add to it again
     this.older.splice(at, 1)
-    if (this.older.length === 0 || at === 0) this.#wake(this.drainWaiters)
+    if (this.older.length === 0 || at === 0) this.drainWaiters.wakeAll()
   }
 
   /**
@@ -349,7 +350,7 @@ class ShardGuard {
       held = true
       if (i === -1) this.stats.misdirected-- // counted again when it is finally decided
       else this.stats.leaseRefused--
-      await this.#waitFor(this.mapWaiters, left)
+      await this.mapWaiters.wait(left)
     }
   }
 
@@ -362,28 +363,9 @@ class ShardGuard {
     while (this.older.some((t) => this.#pending(t))) {
       const left = deadline - this.now()
       if (left <= 0) return false
-      await this.#waitFor(this.drainWaiters, left)
+      await this.drainWaiters.wait(left)
     }
     return true
-  }
-
-  #waitFor (list, ms) {
-    return new Promise((resolve) => {
-      const w = { resolve, timer: null }
-      w.timer = setTimeout(() => {
-        const at = list.indexOf(w)
-        if (at !== -1) list.splice(at, 1)
-        resolve(false)
-      }, Math.max(1, Math.ceil(ms)))
-      list.push(w)
-    })
-  }
-
-  #wake (list) {
-    for (const w of list.splice(0)) {
-      clearTimeout(w.timer)
-      w.resolve(true)
-    }
   }
 
   /**
