@@ -4,6 +4,7 @@ const { performance } = require('node:perf_hooks')
 const { sliceKey } = require('../core/keyspace')
 const { MissingKeyError, InvalidArgumentError } = require('../core/errors')
 const { defaultKeyFrom } = require('../core/request-key')
+const { isSafe } = require('../core/http-methods')
 
 /** How a request's cost (busy time reported per slice) is measured; see shardGuardMiddleware. */
 const COST_MODES = ['wall', 'cpu']
@@ -38,9 +39,7 @@ function settleRequest (req) {
 }
 
 /** Requests a handoff must drain before the next owner starts (handoffDrain 'writes'). */
-function isWrite (method) {
-  return method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS'
-}
+const isWrite = (method) => !isSafe(method)
 
 /**
  * What the app learns about an admitted request, all from the map that

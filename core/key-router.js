@@ -6,6 +6,7 @@ const {
 } = require('./errors')
 const { DEFER } = require('./replica-router')
 const { silent } = require('./logger')
+const { isSafe, isRead } = require('./http-methods')
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
 // undici refused the request itself (a header it does not accept): the caller's fault, 400.
@@ -18,8 +19,8 @@ const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOS
 // client's write of the key was answered, a PUT that had already taken effect
 // takes effect a second time and undoes that write (the chaos run's history
 // checker caught one, 2026-11-26). A write whose connection broke is answered
-// 503 CHOPPER_ERR_WRITE_INDETERMINATE instead: it may or may not have applied.
-const SAFE = new Set(['GET', 'HEAD', 'OPTIONS'])
+// 503 CHOPPER_ERR_WRITE_INDETERMINATE instead: it may or may not have applied
+// (isSafe, core/http-methods.js).
 // A key can meet several handoffs in a row (a hot slice moved twice): retry a
 // few times, always within the hold deadline.
 const MAX_RETRIES = 4
@@ -29,12 +30,7 @@ const NOTHING = Object.freeze({ inc () {}, labels () { return NOTHING } })
 const NO_METRICS = Object.freeze({ upstreamErrors: NOTHING, retries: NOTHING, misdirected: NOTHING })
 
 function retryableAfter (err, method) {
-  return NOT_SENT_CODES.has(err.code) || SAFE.has(method)
-}
-
-/** Reads may go to any replica that admits the slice; writes go to the primary (docs/replication.md). */
-function isRead (method) {
-  return method === 'GET' || method === 'HEAD'
+  return NOT_SENT_CODES.has(err.code) || isSafe(method)
 }
 
 /**
@@ -141,7 +137,7 @@ function createKeyRouter ({ table, replicas, forwarder, metrics = NO_METRICS, ho
         metrics.upstreamErrors.inc({ server: owner, code: err.code || 'UNKNOWN' })
         if (TIMEOUT_CODES.has(err.code)) throw new UpstreamTimeoutError(`app server ${owner} did not answer in time`, { cause: err })
         if (NOT_SENT_CODES.has(err.code) && owner !== undefined) replicas.suspect(owner) // refused: other replicas take its reads for a while
-        if (n === 0 && replayable && !NOT_SENT_CODES.has(err.code) && SAFE.has(method)) {
+        if (n === 0 && replayable && !NOT_SENT_CODES.has(err.code) && isSafe(method)) {
           // A broken connection, not a refused one: most often a keep-alive
           // socket the server had just closed. Try once more (the same owner,
           // or for a read of a replicated slice, whichever replica the policy picks).
@@ -165,7 +161,7 @@ function createKeyRouter ({ table, replicas, forwarder, metrics = NO_METRICS, ho
             continue
           }
         }
-        if (owner !== undefined && !SAFE.has(method) && !NOT_SENT_CODES.has(err.code)) {
+        if (owner !== undefined && !isSafe(method) && !NOT_SENT_CODES.has(err.code)) {
           logger.warn({ server: owner, origin, method, err: { code: err.code, message: err.message } }, 'connection broke after a write was sent: its outcome is unknown')
           throw new WriteIndeterminateError(`the connection to app server ${owner} broke after the ${method} was sent (${err.code || err.message}): it may or may not have been applied; read the key to find out`, { cause: err })
         }
