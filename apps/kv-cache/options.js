@@ -41,11 +41,12 @@ const defaults = Object.freeze({
   // 3 attempts): see the check below.
   holdLapseMs: 30000,
   // Group commit: writes of a key that arrive while one of its writes runs go
-  // as one batch, its last write (write-batches.js). false: one at a time.
+  // as one batch, its last write (write-batches.js). false: one at a time, a
+  // comparison switch for the experiments (--app-options); keep the default.
   batchWrites: true,
   // A replicated write's releases go on after it is answered; true: the key's
   // next write starts meanwhile (its hold may overtake them: kv-writer.js),
-  // false: it waits for them.
+  // false: it waits for them (a comparison switch for the experiments).
   pipelineReleases: true,
   // A replica's read of a key a write holds: 'wait' for the release, then
   // read DynamoDB; or 'ask' the writer, which vouches for the replica's cached

@@ -8,7 +8,7 @@
  * in-process fallback. DynamoDB is an in-process dynalite, so a miss here is
  * far cheaper than against real DynamoDB: read the hit/miss gap as a floor.
  *
- *   node apps/kv-cache/measure.js [--keys N] [--concurrency C] [--value-bytes B]
+ *   node bench/kv-cache.js [--keys N] [--concurrency C] [--value-bytes B]
  *
  * Talks only to 127.0.0.1; bounded by --keys (requests per phase).
  */
@@ -16,8 +16,8 @@
 const { parseArgs } = require('node:util')
 const { Agent, request } = require('undici')
 const { DynamoDBClient, BatchWriteItemCommand } = require('@aws-sdk/client-dynamodb')
-const { startLocalCluster } = require('../../cluster/local-cluster')
-const { startDynalite } = require('./embedded')
+const { startLocalCluster } = require('../cluster/local-cluster')
+const { startDynalite } = require('../apps/kv-cache/embedded')
 
 const { values } = parseArgs({
   options: {
