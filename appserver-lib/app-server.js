@@ -185,7 +185,7 @@ function createAppServer (options) {
       await client.drainServer(id)
     } catch (err) {
       const body = err.response && err.response.data && err.response.data.error
-      log.warn({ err: { code: body ? body.code : err.code, message: body ? body.message : err.message } }, 'drain request refused or failed; deregistering directly')
+      log.warn({ err, refusal: body }, 'drain request refused or failed; deregistering directly')
       leases.stop()
       await membership.stop()
       return { drained: false, reason: body ? body.code : err.message }
@@ -198,7 +198,7 @@ function createAppServer (options) {
       }, { timeoutMs: opts.drainDeadlineMs, intervalMs: 20, what: `the controller to move ${id}'s slices away` })
       done = true
     } catch (err) {
-      log.warn({ err: { code: err.code, message: err.message } }, 'drain did not complete; deregistering anyway')
+      log.warn({ err }, 'drain did not complete; deregistering anyway')
     }
     leases.stop()
     await membership.stop()

@@ -31,9 +31,10 @@ async function applyPush (guard, body, { drainTimeoutMs, logger }) {
     const drained = await guard.waitDrained(drainTimeoutMs)
     return { status: 200, body: { accepted: true, changed, generation: guard.generation, drainedGeneration: guard.drainedGeneration, drained, ...(hookError ? { hookError } : {}) } }
   } catch (err) {
-    // A stale push is routine (registration can install a newer map first); anything else is not.
-    const level = err.code === 'CHOPPER_ERR_STALE_GENERATION' || err.code === 'CHOPPER_ERR_DIFF_BASE' ? 'debug' : 'warn'
-    logger[level]({ err }, 'assignment push rejected')
+    // A stale push is routine (registration can install a newer map first): debug, without a
+    // stack. Anything else is not.
+    if (err.code === 'CHOPPER_ERR_STALE_GENERATION' || err.code === 'CHOPPER_ERR_DIFF_BASE') logger.debug({ code: err.code, reason: err.message }, 'assignment push rejected')
+    else logger.warn({ err }, 'assignment push rejected')
     if (err.code === 'CHOPPER_ERR_DIFF_BASE') return { status: 409, body: { ...toHttpBody(err), generation: guard.generation } }
     throw err
   }

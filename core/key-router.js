@@ -162,10 +162,10 @@ function createKeyRouter ({ table, replicas, forwarder, metrics = NO_METRICS, ho
           }
         }
         if (owner !== undefined && !isSafe(method) && !NOT_SENT_CODES.has(err.code)) {
-          logger.warn({ server: owner, origin, method, err: { code: err.code, message: err.message } }, 'connection broke after a write was sent: its outcome is unknown')
+          logger.warn({ server: owner, origin, method, err }, 'connection broke after a write was sent: its outcome is unknown')
           throw new WriteIndeterminateError(`the connection to app server ${owner} broke after the ${method} was sent (${err.code || err.message}): it may or may not have been applied; read the key to find out`, { cause: err })
         }
-        logger.warn({ server: owner, origin, err: { code: err.code, message: err.message } }, 'app server unreachable')
+        logger.warn({ server: owner, origin, err }, 'app server unreachable')
         throw new UpstreamUnreachableError(`app server ${owner} at ${origin} is unreachable (${err.code || err.message})`, { cause: err })
       }
       if (outcome === null) return // committed: the answer streams to the sink

@@ -6,6 +6,7 @@ const { AggregatorRegistry } = require('prom-client')
 const { createCliLogger } = require('../cli/logger')
 const { createFrontend } = require('./frontend')
 const { OPTIONS_ENV } = require('./cluster')
+const { TimeoutError } = require('../core/errors')
 
 const { logLevel = 'info', logFormat, ...options } = JSON.parse(process.env[OPTIONS_ENV] || '{}')
 // Workers share the primary's terminal: the same format as the primary's logs.
@@ -20,7 +21,7 @@ process.on('message', (msg) => {
       fe.table.set(msg.assignment)
     } catch (err) {
       // A relayed map older than one this worker pulled itself: keep the newer.
-      if (err.code !== 'CHOPPER_ERR_STALE_GENERATION') logger.warn({ err: { code: err.code, message: err.message } }, 'relayed assignment rejected')
+      if (err.code !== 'CHOPPER_ERR_STALE_GENERATION') logger.warn({ err }, 'relayed assignment rejected')
     }
   }
   if (msg && msg.type === 'chopper:metrics:reply') {
@@ -36,7 +37,7 @@ process.on('message', (msg) => {
 function clusterMetricsText () {
   return new Promise((resolve, reject) => {
     const id = ++seq
-    const timer = setTimeout(() => { pending.delete(id); reject(new Error('no metrics from the primary within 5 s')) }, 5000)
+    const timer = setTimeout(() => { pending.delete(id); reject(new TimeoutError('no metrics from the primary within 5 s')) }, 5000)
     pending.set(id, { resolve: (t) => { clearTimeout(timer); resolve(t) }, reject: (e) => { clearTimeout(timer); reject(e) } })
     process.send({ type: 'chopper:metrics', seq: id })
   })

@@ -127,7 +127,7 @@ function createProxyHandler ({ router, metrics, keyFrom = keyFromRawRequest, buf
     const body = toHttpBody(err)
     const status = statusOf(err)
     metrics.errors.inc({ code: body.error.code })
-    if (status >= 500) logger.warn({ err: { code: err.code, message: err.message }, path: ex.path }, 'request failed')
+    if (status >= 500) logger.warn({ err, path: ex.path }, 'request failed')
     if (res.headersSent) return res.destroy()
     ex.failed = true
     const text = JSON.stringify(body)

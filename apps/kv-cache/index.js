@@ -153,7 +153,7 @@ async function openCache (o, log, metrics, closers) {
     onHealth (healthy, err) {
       metrics.degraded.set(healthy ? 0 : 1)
       if (healthy) log.info({ redisUrl: redact(url) }, 'Redis reachable: cache in use')
-      else log.warn({ redisUrl: redact(url), err: err && { message: err.message } }, 'Redis unreachable: serving from DynamoDB until it returns')
+      else log.warn({ redisUrl: redact(url), err }, 'Redis unreachable: serving from DynamoDB until it returns')
     }
   })
   closers.push(() => cache.close())

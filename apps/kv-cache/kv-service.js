@@ -136,7 +136,7 @@ class KvService {
     } catch (err) {
       if (err instanceof StoreUnavailableError) {
         this.metrics.storeErrors.inc({ store: 'dynamodb', op })
-        this.logger.warn({ err: { code: err.code, message: err.message }, op }, 'DynamoDB request failed')
+        this.logger.warn({ err, op }, 'DynamoDB request failed')
       }
       throw err
     }
@@ -146,7 +146,7 @@ class KvService {
   cacheFailed (op, err) {
     this.metrics.storeErrors.inc({ store: 'redis', op })
     // Health transitions are logged by the cache owner; per-request detail at debug.
-    this.logger.debug({ err: { message: err.message }, op }, 'cache operation failed; serving from DynamoDB')
+    this.logger.debug({ err, op }, 'cache operation failed; serving from DynamoDB')
   }
 
   /** Distrust every entry cached before now; `reason` is cache_error or reconnect. */

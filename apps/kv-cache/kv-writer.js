@@ -333,7 +333,7 @@ class KvWriter {
       const fenced = err instanceof FencedWriteError
       if (fenced) {
         this.kv.metrics.fencedWrites.inc({ op })
-        this.kv.logger.warn({ err: { code: err.code, message: err.message }, op }, 'write fenced off: a newer owner wrote the key')
+        this.kv.logger.warn({ err, op }, 'write fenced off: a newer owner wrote the key')
       }
       if (fenced || err instanceof StoreUnavailableError) {
         if ((await this.kv.dropEntry(key, sliceKey)) && fenced) this.kv.metrics.invalidations.inc({ reason: 'fenced' })

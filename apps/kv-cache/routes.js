@@ -256,7 +256,7 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
       })
     } catch (err) {
       metrics.fencesRefused.inc()
-      logger.warn({ from: h['x-kv-fence-from'], ip: req.socket.remoteAddress, err: { code: err.code, message: err.message } }, 'fence request refused')
+      logger.warn({ from: h['x-kv-fence-from'], ip: req.socket.remoteAddress, err }, 'fence request refused')
       throw err
     }
   }
