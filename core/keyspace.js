@@ -1,7 +1,7 @@
 'use strict'
 
 const farmhash = require('farmhash')
-const { MissingKeyError } = require('./errors')
+const { MissingKeyError, InvalidArgumentError, describeValue } = require('./errors')
 
 /** Size of the slice-key space: slice keys are unsigned 32-bit integers. */
 const KEYSPACE_SIZE = 2 ** 32
@@ -26,7 +26,7 @@ function sliceKey (appKey) {
  * @returns {{start:number,end:number}[]}
  */
 function evenRanges (n) {
-  if (!Number.isInteger(n) || n < 1) throw new RangeError('n must be an integer >= 1')
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`invalid n: expected an integer >= 1, got ${describeValue(n)}`)
   const ranges = []
   for (let i = 0; i < n; i++) {
     ranges.push({ start: Math.floor((i * KEYSPACE_SIZE) / n), end: Math.floor(((i + 1) * KEYSPACE_SIZE) / n) })

@@ -12,6 +12,8 @@
  * probability distributions").
  */
 
+const { InvalidArgumentError } = require('../core/errors')
+
 /** Every `distribution.type` a spec may name (plus the alias `gaussian` for normal). */
 const DISTRIBUTION_TYPES = Object.freeze(['uniform', 'sequential', 'normal', 'poisson', 'exponential', 'binomial', 'zipf', 'weights', 'custom'])
 
@@ -76,7 +78,7 @@ function baseWeights (dist, count, indexOf) {
       for (let k = 0; k < count; k++) w[k] = dist.pmf(k, count)
       break
     default:
-      throw new TypeError(`unknown distribution ${dist.type}`)
+      throw new InvalidArgumentError(`invalid distribution: unknown type ${dist.type}`)
   }
   return w
 

@@ -1,6 +1,7 @@
 'use strict'
 
 const { validateSpec } = require('./spec')
+const { InvalidArgumentError } = require('../core/errors')
 const { phasePmf, aliasSampler } = require('./distributions')
 const { createKeySet } = require('./key-set')
 const { createRng, deriveSeed } = require('./prng')
@@ -56,7 +57,7 @@ function generate (spec) {
 
   function * requests (phaseIndex) {
     const ph = compiled[phaseIndex]
-    if (!ph) throw new RangeError(`no phase ${phaseIndex}`)
+    if (!ph) throw new InvalidArgumentError(`invalid phase index: expected 0 to ${compiled.length - 1}, got ${phaseIndex}`)
     const rng = createRng(deriveSeed(s.seed, 'phase', ph.name))
     const getBelow = ph.mix.get
     const setBelow = ph.mix.get + ph.mix.set
