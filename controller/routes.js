@@ -37,7 +37,11 @@ function createRoutes (c) {
     if (c.leading()) return next()
     const leader = c.election && c.election.leader && c.election.leader.url !== c.url ? c.election.leader.url : null
     if (leader) res.set('X-Chopper-Leader', leader)
-    next(new NotLeaderError(`controller ${c.controllerId} is a standby${leader ? `; the leader is ${leader}` : ''}`))
+    // Expected while members find the leader: counted and logged at debug, without a stack.
+    const err = new NotLeaderError(`controller ${c.controllerId} is a standby${leader ? `; the leader is ${leader}` : ''}`)
+    c.m.standbyRefusals.inc()
+    c.log.debug({ code: err.code, path: req.path, leader }, 'standby refused a member call')
+    res.status(err.status).json(toHttpBody(err))
   })
   // With a cluster token, the member and operator routes (every change, and
   // the assignment) take signed calls only; status, health, metrics and the

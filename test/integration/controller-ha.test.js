@@ -180,6 +180,8 @@ describe('controller high availability (docs/controller-ha.md)', () => {
     expect(standby.status).toBe(503)
     expect(standby.body.error.code).toBe('CHOPPER_ERR_NOT_LEADER')
     expect(standby.headers['x-chopper-leader']).toBe(a.url)
+    // An expected refusal: counted, not logged as a failure.
+    expect((await b.registry.getSingleMetric('chopper_controller_standby_refusals_total').get()).values[0].value).toBeGreaterThanOrEqual(1)
 
     // Steady load through the front end while the leader dies.
     const load = { on: true }
