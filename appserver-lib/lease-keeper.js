@@ -79,7 +79,7 @@ class LeaseKeeper {
         this.logger.warn('the controller does not know this server (evicted or restarted): re-registering')
         this.onUnknown()
       } else if (this.failures === 1 || this.failures % 20 === 0) {
-        this.logger.warn({ failures: this.failures, err: { code: err.code, status, message: err.message } }, 'lease renewal failed')
+        this.logger.warn({ failures: this.failures, status, err }, 'lease renewal failed')
       }
     }
     // The period runs from when this renewal left, not from its answer: a

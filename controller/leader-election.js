@@ -73,7 +73,7 @@ class LeaderElection {
       item = await this.store.readLease()
     } catch (err) {
       this.stats.storeFailures++
-      this.logger.warn({ err: { code: err.code, message: err.message } }, 'cannot read the leader lease')
+      this.logger.warn({ err }, 'cannot read the leader lease')
       return
     }
     if (this.stopped) return
@@ -95,7 +95,7 @@ class LeaderElection {
       lease = await this.store.acquireLease({ holder: this.holder, url: this.url, leaseMs: this.leaseMs, observed: item })
     } catch (err) {
       this.stats.storeFailures++
-      this.logger.warn({ err: { code: err.code, message: err.message } }, 'cannot take the leader lease')
+      this.logger.warn({ err }, 'cannot take the leader lease')
       return
     }
     this.observed = null
@@ -121,7 +121,7 @@ class LeaderElection {
       next = await this.store.renewLease(this.lease, this.leaseMs)
     } catch (err) {
       this.stats.renewalFailures++
-      this.logger.warn({ err: { code: err.code, message: err.message }, leftMs: Math.round(this.validUntil - this.now()) }, 'leader lease renewal failed')
+      this.logger.warn({ err, leftMs: Math.round(this.validUntil - this.now()) }, 'leader lease renewal failed')
       if (this.now() >= this.validUntil) await this.#depose('lease lapsed: the state store did not answer')
       return
     }
@@ -158,7 +158,7 @@ class LeaderElection {
     try {
       await this.store.releaseLease(lease)
     } catch (err) {
-      this.logger.warn({ err: { code: err.code, message: err.message } }, 'could not release the leader lease; a standby takes over once it lapses')
+      this.logger.warn({ err }, 'could not release the leader lease; a standby takes over once it lapses')
     }
   }
 

@@ -34,6 +34,7 @@ function createLeaseStreams (c, { verifier, renew }) {
 
   /** An HTTP answer to an upgrade refused: JSON error, then close. */
   function refuse (socket, err) {
+    if (err instanceof NotLeaderError) c.m.standbyRefusals.inc()
     c.counts.streams.refused++
     c.counts.streams.refusedBy[err.code] = (c.counts.streams.refusedBy[err.code] || 0) + 1
     const body = Buffer.from(JSON.stringify(toHttpBody(err)))
@@ -105,6 +106,7 @@ function createLeaseStreams (c, { verifier, renew }) {
         let last = false
         try {
           if (!c.leading()) {
+            c.m.standbyRefusals.inc()
             last = true
             throw new NotLeaderError(`controller ${c.controllerId} is a standby`)
           }

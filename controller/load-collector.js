@@ -2,6 +2,7 @@
 
 const { JsonClient } = require('../core/json-client')
 const { validHot } = require('../core/hot-keys')
+const { MalformedBodyError } = require('../core/errors')
 
 /**
  * How long a controller's round waits for load reports, before the request
@@ -66,7 +67,7 @@ class LoadCollector {
     else this.stats.http++
     const report = streamed || this.http.get(`${controlUrl}/v1/load`, { query }).then(({ data }) => data)
     call.done = report.then((data) => {
-      if (!data || !Array.isArray(data.entries)) throw new Error('malformed load report')
+      if (!data || !Array.isArray(data.entries)) throw new MalformedBodyError('malformed load report: expected { entries: [...] }')
       call.settled = { ok: true, data }
     }).catch((err) => {
       call.settled = { ok: false, error: err.code || err.message }

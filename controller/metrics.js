@@ -21,7 +21,7 @@ function createControllerMetrics (c) {
     evictions: new Counter({ name: 'chopper_controller_evictions_total', help: 'Servers dropped after failing load collection', registers }),
     leaseExpiries: new Counter({ name: 'chopper_controller_lease_expiries_total', help: 'Servers dropped because their lease lapsed (silent: killed, hung or cut off)', registers }),
     handoffs: new Counter({ name: 'chopper_controller_handoffs_total', help: 'Fenced handoffs by outcome: acked (every loser drained) or lapsed (some loser\'s lease lapsed first)', labelNames: ['outcome'], registers }),
-    standbyRefusals: new Counter({ name: 'chopper_controller_standby_refusals_total', help: 'HTTP member and operator calls a standby answered 503 CHOPPER_ERR_NOT_LEADER (members then move to the leader)', registers }),
+    standbyRefusals: new Counter({ name: 'chopper_controller_standby_refusals_total', help: 'Member and operator calls a standby answered 503 CHOPPER_ERR_NOT_LEADER, by HTTP or on a lease stream (members then move to the leader)', registers }),
     batches: new Counter({ name: 'chopper_controller_membership_batches_total', help: 'Membership batches laid out (each one layout change and one handoff)', registers }),
     imbalance: new Gauge({ name: 'chopper_controller_imbalance', help: 'Imbalance (max/mean server load) of the last period', registers })
   }

@@ -218,7 +218,7 @@ class DynamoStateStore {
       try {
         await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: { pk: { S: `${STATE}#${rev}#${i}` } } }))
       } catch (err) {
-        this.logger.warn({ err: { name: err.name, message: err.message } }, 'could not delete a stale controller state part (harmless; it is never read)')
+        this.logger.warn({ err }, 'could not delete a stale controller state part (harmless; it is never read)')
       }
     }
   }

@@ -36,7 +36,7 @@ class Membership {
       try {
         return await this.register()
       } catch (err) {
-        this.logger.warn({ err: err.message, retryInMs: backoff }, 'registration with the controller failed; retrying')
+        this.logger.warn({ err, retryInMs: backoff }, 'registration with the controller failed; retrying')
         await new Promise((resolve) => setTimeout(resolve, backoff * (0.5 + Math.random() / 2)).unref())
         backoff = Math.min(backoff * 2, 5000)
         return undefined
@@ -58,7 +58,7 @@ class Membership {
       try {
         this.install(await this.register())
       } catch (err) {
-        this.logger.warn({ err: { code: err.code, message: err.message } }, 're-registration with the controller failed')
+        this.logger.warn({ err }, 're-registration with the controller failed')
       } finally {
         this.inflight = null
       }
@@ -74,7 +74,7 @@ class Membership {
     try {
       await this.deregister()
     } catch (err) {
-      this.logger.warn({ err: err.message }, 'deregistration failed; the controller evicts members that stop answering')
+      this.logger.warn({ err }, 'deregistration failed; the controller evicts members that stop answering')
     }
   }
 }

@@ -79,7 +79,7 @@ class RoutingTable {
         if (assignment && (!this.map || assignment.generation > this.map.generation)) this.set(assignment)
       } catch (err) {
         this.stats.pullFailures++
-        this.logger.warn({ err: { code: err.code, message: err.message } }, 'assignment pull failed')
+        this.logger.warn({ err }, 'assignment pull failed')
       } finally {
         this.inflight = null
       }

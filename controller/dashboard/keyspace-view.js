@@ -1,6 +1,7 @@
 'use strict'
 
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
+const { InvalidArgumentError } = require('../../core/errors')
 
 /**
  * What the dashboard draws, computed from plain data: pure functions, no I/O.
@@ -24,9 +25,9 @@ const { KEYSPACE_SIZE } = require('../../core/keyspace')
  *   buckets whose owner differs from `previous` (empty without it)
  */
 function keyspaceColumn (assignment, loads, { buckets = 256, previous } = {}) {
-  if (!Number.isInteger(buckets) || buckets < 1 || buckets > 65536) throw new RangeError('buckets must be an integer from 1 to 65536')
+  if (!Number.isInteger(buckets) || buckets < 1 || buckets > 65536) throw new InvalidArgumentError('buckets must be an integer from 1 to 65536')
   const slices = assignment.slices
-  if (!loads || loads.length !== slices.length) throw new RangeError('loads must have one entry per slice')
+  if (!loads || loads.length !== slices.length) throw new InvalidArgumentError('loads must have one entry per slice')
   const servers = [...new Set(slices.map((s) => s.servers[0]))].sort()
   const index = new Map(servers.map((id, i) => [id, i]))
   const owner = new Array(buckets)

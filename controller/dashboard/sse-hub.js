@@ -1,7 +1,7 @@
 'use strict'
 
 const { silent } = require('../../core/logger')
-const { TooManyClientsError, toHttpBody } = require('../../core/errors')
+const { TooManyClientsError, InvalidArgumentError, toHttpBody } = require('../../core/errors')
 
 /** Every option of SseHub and its default. */
 const defaults = Object.freeze({
@@ -24,7 +24,7 @@ class SseHub {
   constructor (options = {}) {
     const opts = { ...defaults, ...options }
     for (const k of ['maxClients', 'heartbeatMs', 'retryMs', 'maxBufferedBytes']) {
-      if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new RangeError(`invalid ${k}: expected an integer >= 1`)
+      if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
     }
     this.opts = opts
     this.log = opts.logger

@@ -1,6 +1,7 @@
 'use strict'
 
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
+const { lastAtOrBelow } = require('../../core/sorted-search')
 const { validateAssignment, evenAssignment, cloneAssignment } = require('../../core/assignment')
 const { resolveOptions, expect, toLoads, checkServers, checkMembershipChange, resolveInputs } = require('./inputs')
 const { addServersByLoop, removeServersByLoop } = require('./batch')
@@ -75,13 +76,7 @@ function loadIndex (slices, load) {
   for (let i = 0; i < slices.length; i++) prefix[i + 1] = prefix[i] + load[i]
   const upTo = (x) => {
     if (x >= KEYSPACE_SIZE) return prefix[slices.length]
-    let lo = 0
-    let hi = starts.length - 1
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >>> 1
-      if (starts[mid] <= x) lo = mid
-      else hi = mid - 1
-    }
+    const lo = lastAtOrBelow(starts, x)
     const s = slices[lo]
     return prefix[lo] + (load[lo] * (x - s.start)) / (s.end - s.start)
   }
