@@ -9,6 +9,7 @@ const { DynamoStateStore } = require('../../controller/state-store')
 const { createFrontend } = require('../../frontend')
 const { spawnRedis, startDynalite } = require('../../apps/kv-cache/embedded')
 const { sliceKey } = require('../../core/keyspace')
+const { SliceMap } = require('../../core/slice-map')
 const { pollUntil } = require('../../core/poll')
 const { InvalidArgumentError, InternalError } = require('../../core/errors')
 const { startAppServerProcess } = require('./appserver-process')
@@ -190,17 +191,8 @@ async function startChaosCluster (options = {}) {
     const a = current().published
     const out = new Map()
     if (!a) return out
-    for (const key of keys) {
-      const k = sliceKey(key)
-      let lo = 0
-      let hi = a.slices.length - 1
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1
-        if (a.slices[mid].end <= k) lo = mid + 1
-        else hi = mid
-      }
-      out.set(key, a.slices[lo].servers[0])
-    }
+    const map = new SliceMap(a)
+    for (const key of keys) out.set(key, map.ownerOf(sliceKey(key)))
     return out
   }
 
