@@ -201,6 +201,8 @@ function createLeaseStreams (c, { verifier, renew }) {
     requestPush,
     /** Open streams now. */
     get size () { return open.size },
+    /** Whether member `id` has a stream open. */
+    has: (id) => open.has(id),
     /** Close every stream (the controller closes or crashes). */
     close () {
       clearInterval(sweep)

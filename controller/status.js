@@ -51,6 +51,7 @@ function installStatus (c) {
         generation: s.generation,
         drainedGeneration: s.drainedGeneration,
         leaseRemainingMs: Math.round(c.leases.remaining(id)),
+        leaseStream: c.streams ? c.streams.has(id) : false, // renews, reports and takes pushes over a lease stream
         push: pushState(`server:${id}`)
       }])),
       handoff: { mode: c.opts.handoff, inProgress: c.target !== null, waitingFor: c.handoff.snapshot(c.leases.now()), ...c.handoffs },
