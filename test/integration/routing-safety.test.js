@@ -43,7 +43,9 @@ describe('routing safety', () => {
     const controller = await controllerUp()
     const servers = [await serverUp('app-1', controller.url), await serverUp('app-2', controller.url)]
     const fe = await frontendUp(controller.url)
-    await pollUntil(() => fe.table.generation === controller.assignment.generation, { what: 'front end synced' })
+    // Settled first: a grant still on its way to the front end would land after it unsubscribes.
+    expect(await controller.settled(5000)).toBe(true)
+    await pollUntil(() => fe.table.generation === controller.published.generation, { what: 'front end synced' })
     // Stop pushes to the front end: it can still pull, but it will not be told.
     expect((await call(`${controller.url}/v1/frontends/${fe.id}`, { method: 'DELETE' })).status).toBe(200)
     const staleGeneration = fe.table.generation
