@@ -54,6 +54,7 @@ class LeaseStream {
     this.path = `/v1/servers/${encodeURIComponent(id)}/lease-stream`
     this.socket = null
     this.connecting = null
+    this.upgrading = null // the upgrade request in flight
     this.key = null
     this.seq = 0
     this.pending = new Map() // seq -> { resolve, reject, timer }
@@ -120,8 +121,14 @@ class LeaseStream {
           reject(err)
         })
       })
+      this.upgrading = req
       req.on('upgrade', (res, socket, head) => {
         clearTimeout(timer)
+        if (this.closed) {
+          // Closed while the upgrade was on its way: an open socket now would outlive its member.
+          socket.destroy()
+          return reject(new LeaseStreamError('lease stream closed'))
+        }
         const nonce = res.headers[STREAM_NONCE_HEADER]
         if (this.#token !== undefined && (typeof nonce !== 'string' || !NONCE.test(nonce))) {
           socket.destroy()
@@ -132,7 +139,10 @@ class LeaseStream {
         resolve(socket)
       })
       req.end()
-    }).finally(() => { this.connecting = null })
+    }).finally(() => {
+      this.connecting = null
+      this.upgrading = null
+    })
     return this.connecting
   }
 
@@ -230,6 +240,7 @@ class LeaseStream {
 
   close () {
     this.closed = true
+    if (this.upgrading) this.upgrading.destroy(new LeaseStreamError('lease stream closed'))
     this.#drop(new LeaseStreamError('lease stream closed'))
   }
 }

@@ -329,4 +329,29 @@ describe('lease streams', () => {
     expect(controller.status().servers.bad).toBeUndefined() // evicted after two failures
     expect(controller.status().servers.good).toBeDefined()
   })
+
+  test('a stream closed while its upgrade is on the way leaves no socket open', async () => {
+    // A controller slow to answer the upgrade: the member closes meanwhile (it is shutting down).
+    const server = http.createServer()
+    const sockets = new Set()
+    let answer
+    let ended = false
+    server.on('upgrade', (req, socket) => {
+      sockets.add(socket)
+      socket.on('error', () => {})
+      socket.on('end', () => { ended = true }) // the member's side closed
+      socket.on('close', () => { ended = true })
+      answer = () => socket.write(`HTTP/1.1 101 Switching Protocols\r\nupgrade: ${PROTOCOL}\r\nconnection: Upgrade\r\n${STREAM_NONCE_HEADER}: ${'n'.repeat(24)}\r\n\r\n`)
+    })
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    closers.push(() => new Promise((resolve) => { for (const s of sockets) s.destroy(); server.close(resolve) }))
+    const stream = new LeaseStream({ url: `http://127.0.0.1:${server.address().port}`, id: 'a', clusterToken: TOKEN, timeoutMs: 5000 })
+    const opening = stream.connect().then(() => null, (e) => e)
+    await pollUntil(() => sockets.size === 1, { timeoutMs: 5000, what: 'the upgrade to arrive' })
+    stream.close()
+    answer()
+    expect(await opening).toMatchObject({ code: 'CHOPPER_ERR_LEASE_STREAM' })
+    await pollUntil(() => ended, { timeoutMs: 5000, what: 'the member to close its socket' })
+    expect(stream.connected).toBe(false)
+  })
 })
