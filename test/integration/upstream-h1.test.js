@@ -61,6 +61,21 @@ async function rawServer (answer) {
   return { server, stats, origin: `http://127.0.0.1:${port}` }
 }
 
+/**
+ * An upstream handler that echoes each request's path, but holds the answer
+ * to `/first` until `release()`: the only connection stays busy meanwhile.
+ */
+function holdFirst () {
+  const held = { release: null }
+  held.handler = (head, socket) => {
+    const path = head.split(' ')[1]
+    const answer = () => socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${path.length}\r\n\r\n${path}`)
+    if (path === '/first') held.release = answer
+    else answer()
+  }
+  return held
+}
+
 describe('core/upstream-h1: the keep-alive client for bodiless requests', () => {
   const closers = []
   afterEach(async () => { for (const c of closers.splice(0).reverse()) await c() })
@@ -208,15 +223,10 @@ describe('core/upstream-h1: the keep-alive client for bodiless requests', () => 
   })
 
   test('a request aborted while it waited for a connection is never sent, and the connection stays in use', async () => {
-    let release = null
-    const { pool, stats } = await setup((head, socket) => {
-      const path = head.split(' ')[1]
-      const answer = () => socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${path.length}\r\n\r\n${path}`)
-      if (path === '/first') release = answer
-      else answer()
-    }, { connections: 1 })
+    const held = holdFirst()
+    const { pool, stats } = await setup(held.handler, { connections: 1 })
     const first = fetchVia(pool, { path: '/first' })
-    await pollUntil(() => release, { what: 'the first request to arrive' })
+    await pollUntil(() => held.release, { what: 'the first request to arrive' })
     // The second waits for the only connection; its client leaves before it gets one.
     const gone = new Promise((resolve) => {
       pool.dispatch({ method: 'DELETE', path: '/gone', headers: [], body: null }, {
@@ -228,7 +238,7 @@ describe('core/upstream-h1: the keep-alive client for bodiless requests', () => 
       })
     })
     const third = fetchVia(pool, { path: '/third' })
-    release()
+    held.release()
     expect((await first).body).toBe('/first')
     expect(await gone).toBe('UND_ERR_ABORTED')
     expect((await third).body).toBe('/third')
@@ -237,19 +247,14 @@ describe('core/upstream-h1: the keep-alive client for bodiless requests', () => 
   })
 
   test('close() (a server that left the map) still sends the requests waiting for a connection, as undici does; destroy() fails them', async () => {
-    let release = null
-    const { pool, stats } = await setup((head, socket) => {
-      const path = head.split(' ')[1]
-      const answer = () => socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${path.length}\r\n\r\n${path}`)
-      if (path === '/first') release = answer
-      else answer()
-    }, { connections: 1 })
+    const held = holdFirst()
+    const { pool, stats } = await setup(held.handler, { connections: 1 })
     const first = fetchVia(pool, { path: '/first' })
-    await pollUntil(() => release, { what: 'the first request to arrive' })
+    await pollUntil(() => held.release, { what: 'the first request to arrive' })
     const queued = fetchVia(pool, { method: 'PUT', path: '/queued', headers: ['content-length', '1'], body: Buffer.from('x') })
     pool.close()
     expect((await fetchVia(pool, { path: '/late' })).error.code).toBe('UND_ERR_DESTROYED') // nothing new after close()
-    release()
+    held.release()
     expect((await first).body).toBe('/first')
     // Failed unsent with a code the proxy reads as "may have been sent", a write became a 503 WRITE_INDETERMINATE.
     expect(await queued).toMatchObject({ status: 200, body: '/queued', error: null })
