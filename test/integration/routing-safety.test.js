@@ -127,6 +127,9 @@ describe('routing safety', () => {
     const controller = await controllerUp()
     const a = await serverUp('app-1', controller.url)
     const b = await serverUp('app-2', controller.url)
+    // app-2's join is laid out first: a leave within the same batch would
+    // cancel it, and no new generation would come of it.
+    expect(await controller.settled(5000)).toBe(true)
     const fe = await frontendUp(controller.url)
     // Leave the pristine state so the leave goes through the strategy, not a re-layout.
     await runLimited(KEYS.map((k) => () => call(`${fe.urls.url}/compute?key=${k}&n=5`)), 4)
