@@ -16,17 +16,20 @@ const IDLE_MS = 30000 // no frame for this long (a renewal comes at least every 
  * instead of one HTTP request per renewal. A renewal frame is answered
  * exactly as `POST /v1/servers/:id/lease` is, by the same `renew`, but
  * without parsing HTTP, routing or verifying a request signature per call:
- * about a third of the CPU (bench/renewal-cost.js).
+ * about a third of the CPU (bench/renewal-cost.js). A member may register
+ * over it too (a `register` frame, answered as `POST /v1/servers`), so its
+ * first call opens the one connection it keeps.
  *
  * Returns the http server's 'upgrade' listener and `close()`.
  * @param {object} c the controller's shared state
- * @param {{ verifier: import('../core/cluster-auth').RequestVerifier|null, renew: (id: string, body: object) => [object, object|null] }} calls
+ * @param {{ verifier: import('../core/cluster-auth').RequestVerifier|null, renew: (id: string, body: object) => [object, object|null], register: (body: object) => [object, object|null] }} calls
  */
-function createLeaseStreams (c, { verifier, renew }) {
+function createLeaseStreams (c, { verifier, renew, register }) {
   const token = c.opts.clusterToken
   const open = new Map() // member id -> its socket (a newer stream replaces an older one)
+  const all = new Set() // every stream's socket, claimed or not
   const streams = new WeakMap() // socket -> { socket, key, features, lastReq, pending }
-  c.counts.streams = { opened: 0, renewals: 0, refused: 0, broken: 0, refusedBy: {} } // refusedBy: code -> count
+  c.counts.streams = { opened: 0, registrations: 0, renewals: 0, refused: 0, broken: 0, refusedBy: {} } // refusedBy: code -> count
 
   function leaderHint () {
     return c.election && c.election.leader && c.election.leader.url !== c.url ? c.election.leader.url : null
@@ -55,7 +58,10 @@ function createLeaseStreams (c, { verifier, renew }) {
       return refuse(socket, err)
     }
     const id = m[1]
-    if (!c.servers.has(id)) return refuse(socket, new UnknownServerError(`unknown app server ${id}: register first`))
+    // What else the member serves over its stream ("load" reports, "push"es), so the controller
+    // need not call it; "register": it registers over the stream, so its id need not be known yet.
+    const features = new Set(String(req.headers[FEATURES_HEADER] || '').split(',').map((f) => f.trim()))
+    if (!c.servers.has(id) && !features.has('register')) return refuse(socket, new UnknownServerError(`unknown app server ${id}: register first`))
     const memberNonce = req.headers[HEADERS.nonce]
     if (verifier && !NONCE.test(memberNonce)) return refuse(socket, new LeaseStreamError('a lease stream needs an X-Chopper-Nonce of 16 to 64 base64url characters'))
     const nonce = newStreamNonce()
@@ -63,15 +69,22 @@ function createLeaseStreams (c, { verifier, renew }) {
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nupgrade: ${PROTOCOL}\r\nconnection: Upgrade\r\n${STREAM_NONCE_HEADER}: ${nonce}\r\n\r\n`)
     socket.setNoDelay(true)
     socket.lastFrameAt = Date.now()
-    // What else the member serves over its stream ("load" reports, "push"es), so the controller need not call it.
-    const features = new Set(String(req.headers[FEATURES_HEADER] || '').split(',').map((f) => f.trim()))
     const stream = { socket, key, features, lastReq: 0, pending: new Map() }
     streams.set(socket, stream)
-    const prior = open.get(id)
-    if (prior) prior.destroy()
-    open.set(id, socket)
+    all.add(socket)
     c.counts.streams.opened++
+    // The stream serves `id` (pushes, load requests) from its first answered
+    // registration or renewal on, replacing an older one: not before, or a
+    // second process with the same id, which the registration refuses (409),
+    // would cut the live member's stream each time it tried.
+    const claim = () => {
+      const prior = open.get(id)
+      if (prior === socket) return
+      if (prior) prior.destroy()
+      open.set(id, socket)
+    }
     socket.on('close', () => {
+      all.delete(socket)
       if (open.get(id) === socket) open.delete(id)
       for (const p of stream.pending.values()) p.settle(new LeaseStreamError(`lease stream of ${id} closed with a request in flight`))
       stream.pending.clear()
@@ -110,13 +123,22 @@ function createLeaseStreams (c, { verifier, renew }) {
             last = true
             throw new NotLeaderError(`controller ${c.controllerId} is a standby`)
           }
-          const [fields, map] = renew(id, msg)
-          c.counts.streams.renewals++
+          let fields, map
+          if (msg.register !== undefined) {
+            // A new id cuts no one's stream: claimed first, so the pushes its batch sends come this way.
+            if (!c.servers.has(id)) claim()
+            ;[fields, map] = register({ ...msg.register, id })
+            c.counts.streams.registrations++
+          } else {
+            ;[fields, map] = renew(id, msg)
+            c.counts.streams.renewals++
+          }
+          claim()
           // Most answers are a lease alone: a string, no Buffer of its own.
           out = map ? encode({ seq: msg.seq, ...fields }, map) : JSON.stringify({ seq: msg.seq, ...fields })
         } catch (err) {
           const status = statusOf(err)
-          if (status >= 500 && !(err instanceof NotLeaderError)) c.log.error({ err, server: id }, 'lease stream renewal failed')
+          if (status >= 500 && !(err instanceof NotLeaderError)) c.log.error({ err, server: id }, 'lease stream call failed')
           const leader = err instanceof NotLeaderError ? leaderHint() : null
           out = JSON.stringify({ seq: msg.seq, status, ...toHttpBody(err), ...(leader ? { leader } : {}) })
         }
@@ -133,7 +155,7 @@ function createLeaseStreams (c, { verifier, renew }) {
   // rather than timed each: re-arming a timer per frame costs more than the frame.
   const sweep = setInterval(() => {
     const before = Date.now() - IDLE_MS
-    for (const socket of open.values()) if (socket.lastFrameAt < before) socket.destroy()
+    for (const socket of all) if (socket.lastFrameAt < before) socket.destroy()
   }, IDLE_MS / 3)
   sweep.unref()
 
@@ -206,7 +228,8 @@ function createLeaseStreams (c, { verifier, renew }) {
     /** Close every stream (the controller closes or crashes). */
     close () {
       clearInterval(sweep)
-      for (const socket of open.values()) socket.destroy()
+      for (const socket of all) socket.destroy()
+      all.clear()
       open.clear()
     }
   }

@@ -159,7 +159,7 @@ function createRoutes (c) {
     if (req.method === 'POST' && fast(req, res)) return
     app(req, res)
   }
-  return { listener, streams: createLeaseStreams(c, { verifier, renew }) }
+  return { listener, streams: createLeaseStreams(c, { verifier, renew, register }) }
 }
 
 function sendJson (res, fields, map) {

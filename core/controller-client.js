@@ -86,10 +86,61 @@ class ControllerClient {
     else if (this.url === failed) this.current = (this.current + 1) % this.urls.length
   }
 
-  /** `generation` is the member's current one, so a restarted controller numbers above it. */
+  /**
+   * `generation` is the member's current one, so a restarted controller
+   * numbers above it. Over the lease stream when streams are on (the member's
+   * first call opens the one connection it keeps, and the controller reaches
+   * it there), else, or when the stream cannot be had, by `POST /v1/servers`.
+   */
   async registerServer ({ id, url, controlUrl, generation = 0 }) {
-    // A join storm answers registrations late: waiting beats retrying, which only adds to the queue.
+    if (this.leaseStream && Date.now() >= this.streamRetryAt) {
+      const stream = this.#streamTo(id)
+      try {
+        // A join storm answers registrations late: waiting beats retrying, which only adds to the queue.
+        return await stream.register({ url, controlUrl, generation }, REGISTER_TIMEOUT_MS)
+      } catch (err) {
+        if (!this.#httpAfter(err, stream)) throw err
+      }
+    }
     return this.#call('post', '/v1/servers', { id, url, controlUrl, generation }, REGISTER_TIMEOUT_MS)
+  }
+
+  /**
+   * Whether a registration the stream failed goes by HTTP: yes when the
+   * stream could not be had (its upgrade refused, a controller without
+   * registration over streams among them; broken; no connection) or a
+   * standby answered (the HTTP call goes on to the leader); no for the
+   * controller's own answer to the registration (a 409, a 400), which HTTP
+   * would get too, and for a lone controller that did not answer in time.
+   */
+  #httpAfter (err, stream) {
+    const several = this.urls.length > 1
+    if (err.upgradeRefused) {
+      this.#refused(err, stream)
+      return true
+    }
+    if (err instanceof LeaseStreamError) return true
+    if (err.response) {
+      if (!several || !tryElsewhere(err)) return false
+    } else if (err instanceof TimeoutError && !several) {
+      return false
+    }
+    if (several) this.#next(err, stream.url)
+    return true
+  }
+
+  /** A refused upgrade: one not by the controller's member rules turns streams off a while. */
+  #refused (err, stream) {
+    const code = err.response && err.response.data && err.response.data.error && err.response.data.error.code
+    if (!MEMBER_ANSWERS.has(code)) {
+      // Not the controller's answer to a member (a controller without lease
+      // streams, a proxy that does not pass upgrades): HTTP, and a stream
+      // again a while later.
+      this.streamRetryAt = Date.now() + STREAM_RETRY_MS
+      if (this.stream === stream) this.#closeStream()
+    } else if (this.urls.length > 1 && tryElsewhere(err)) {
+      this.#next(err, stream.url) // a standby: the leader it names
+    }
   }
 
   /**
@@ -126,16 +177,8 @@ class ControllerClient {
   #open (stream) {
     if (this.opening) return
     this.opening = stream.connect().catch((err) => {
-      const code = err.response && err.response.data && err.response.data.error && err.response.data.error.code
-      if (err.upgradeRefused && !MEMBER_ANSWERS.has(code)) {
-        // Not the controller's answer to a member (a controller without lease
-        // streams, a proxy that does not pass upgrades): renew over HTTP, and
-        // try a stream again a while later.
-        this.streamRetryAt = Date.now() + STREAM_RETRY_MS
-        if (this.stream === stream) this.#closeStream()
-      } else if (err.response && this.urls.length > 1 && tryElsewhere(err)) {
-        this.#next(err, stream.url) // a standby: the leader it names
-      }
+      if (err.upgradeRefused) this.#refused(err, stream)
+      else if (err.response && this.urls.length > 1 && tryElsewhere(err)) this.#next(err, stream.url)
     }).finally(() => { this.opening = null })
   }
 

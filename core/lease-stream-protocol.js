@@ -22,10 +22,14 @@ const { LeaseStreamError } = require('./errors')
  * is waiting on, so no frame is taken twice within one.
  *
  * Messages, member to controller:
+ *  - `{ seq, register: { url, controlUrl, generation } }` a registration, as
+ *    `POST /v1/servers` with the stream's id; only from a member whose
+ *    upgrade named the feature `register` (the controller then opens a stream
+ *    for an id it does not know yet, which a renewal there answers 404);
  *  - `{ seq, generation, drainedGeneration }` a renewal;
  *  - `{ seq, re, load }` (or `{ seq, re, error }`) the answer to load request `re`.
  * Controller to member:
- *  - `{ seq, lease, assignment? | diff? }` (or `{ seq, status, error, leader? }`) the answer to renewal `seq`;
+ *  - `{ seq, lease, assignment? | diff? }` (or `{ seq, status, error, leader? }`) the answer to registration or renewal `seq`;
  *  - `{ req, load: { instance?, seq? } }` a load request (`req` rises), acknowledging
  *    the last report used, as `GET /v1/load?instance=&seq=` does; only to a
  *    member whose upgrade named the feature (`X-Chopper-Stream-Features: load`);
@@ -40,7 +44,7 @@ const { LeaseStreamError } = require('./errors')
 
 const PROTOCOL = 'chopper-lease/1'
 const STREAM_NONCE_HEADER = 'x-chopper-stream-nonce'
-// What a member serves over its stream besides renewals: "load" (its load reports).
+// What a member does over its stream besides renewals: "register", "load" (its load reports), "push" (takes map pushes).
 const FEATURES_HEADER = 'x-chopper-stream-features'
 const MAX_FRAME = 64 * 1024 // a member's frame is ~60 bytes; an answer carries at most routes' INLINE_MAP_BYTES
 const MAX_BODY = 64 * 1024 * 1024 // a pushed map, as the control port's body limit

@@ -60,7 +60,7 @@ class LeaseStream {
     this.pending = new Map() // seq -> { resolve, reject, timer }
     this.timeouts = 0
     this.closed = false
-    this.stats = { connects: 0, renewals: 0, timeouts: 0, breaks: 0 }
+    this.stats = { connects: 0, renewals: 0, registrations: 0, timeouts: 0, breaks: 0 }
   }
 
   /** Whether the stream is open now (a renewal would not wait for a connection). */
@@ -74,7 +74,25 @@ class LeaseStream {
   }
 
   /** One renewal: `{ generation, drainedGeneration }`; resolves the answer (lease, and a map or diff). */
-  async renew (report) {
+  renew (report) {
+    this.stats.renewals++
+    return this.#ask({ generation: report.generation, drainedGeneration: report.drainedGeneration }, this.timeoutMs, 'lease renewal')
+  }
+
+  /**
+   * Register over the stream, as `POST /v1/servers` with
+   * `{ url, controlUrl, generation }` would (the id is the stream's): one
+   * connection per member from its first call, and the controller needs no
+   * call of its own to reach it. Resolves the answer (lease, and a map or
+   * diff). A controller that takes no registrations over streams refuses the
+   * upgrade of an id it does not know (CHOPPER_ERR_UNKNOWN_SERVER).
+   */
+  register ({ url, controlUrl, generation = 0 }, timeoutMs = this.connectTimeoutMs) {
+    this.stats.registrations++
+    return this.#ask({ register: { url, controlUrl, generation } }, timeoutMs, 'registration')
+  }
+
+  async #ask (message, timeoutMs, what) {
     const socket = this.socket || await this.#connect()
     const seq = ++this.seq
     return new Promise((resolve, reject) => {
@@ -82,11 +100,10 @@ class LeaseStream {
         this.pending.delete(seq)
         this.stats.timeouts++
         if (++this.timeouts >= 2) this.#drop(new LeaseStreamError('lease stream unanswered twice: reconnecting'))
-        reject(new TimeoutError(`lease renewal over ${this.url}${this.path}: no answer within ${this.timeoutMs} ms`))
-      }, this.timeoutMs)
-      this.pending.set(seq, { resolve, reject, timer })
-      this.stats.renewals++
-      socket.write(encodeFrame(this.key, 'm', JSON.stringify({ seq, generation: report.generation, drainedGeneration: report.drainedGeneration })))
+        reject(new TimeoutError(`${what} over ${this.url}${this.path}: no answer within ${timeoutMs} ms`))
+      }, timeoutMs)
+      this.pending.set(seq, { resolve, reject, timer, what })
+      socket.write(encodeFrame(this.key, 'm', JSON.stringify({ seq, ...message })))
     })
   }
 
@@ -96,7 +113,8 @@ class LeaseStream {
     this.connecting = new Promise((resolve, reject) => {
       const target = new URL(this.url + this.path)
       const headers = { connection: 'Upgrade', upgrade: PROTOCOL }
-      const features = [this.serveLoad && 'load', this.servePush && 'push'].filter(Boolean)
+      // "register": this member may register over the stream, so its id need not be known yet.
+      const features = ['register', this.serveLoad && 'load', this.servePush && 'push'].filter(Boolean)
       if (features.length > 0) headers[FEATURES_HEADER] = features.join(',')
       if (this.#token !== undefined) Object.assign(headers, signRequest({ token: this.#token, method: 'GET', path: this.path }))
       const req = (target.protocol === 'https:' ? https : http).request(target, { method: 'GET', headers, agent: false })
@@ -181,7 +199,7 @@ class LeaseStream {
     clearTimeout(p.timer)
     this.timeouts = 0
     if (msg.error) {
-      const err = new PeerStatusError(`lease renewal over ${this.url}${this.path}: ${msg.status} ${msg.error.code}`)
+      const err = new PeerStatusError(`${p.what} over ${this.url}${this.path}: ${msg.status} ${msg.error.code}`)
       err.response = { status: msg.status, headers: msg.leader ? { 'x-chopper-leader': msg.leader } : {}, data: { error: msg.error } }
       return p.reject(err)
     }

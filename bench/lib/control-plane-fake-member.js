@@ -147,9 +147,9 @@ class FakeMember {
       const sentAt = performance.now()
       try {
         // As appserver-lib's ControllerClient: a registration waits 10 s for its answer.
-        const res = await this.client.post(this.controllerUrl + path, body, { timeoutMs: REGISTER_TIMEOUT_MS })
+        const res = await this.#registration(path, body)
         c.ok++
-        c.bytesIn += answerBytes(res)
+        c.bytesIn += res.headers ? answerBytes(res) : Buffer.byteLength(JSON.stringify(res.data))
         this.registered = true
         this.#apply(res.data, sentAt)
         if (this.kind === 'server' && !this.timer && !this.stopped) this.#schedule(0) // renew at once, as LeaseKeeper.start does
@@ -168,6 +168,22 @@ class FakeMember {
         await delay(backoff * (0.5 + Math.random() / 2))
         backoff = Math.min(backoff * 2, 5000)
       }
+    }
+  }
+
+  /**
+   * One registration as appserver-lib's ControllerClient makes it: over the
+   * lease stream (opening it) when the member has one, by HTTP when the
+   * stream cannot be had. Resolves `{ data, headers? }`.
+   */
+  async #registration (path, body) {
+    const byHttp = () => this.client.post(this.controllerUrl + path, body, { timeoutMs: REGISTER_TIMEOUT_MS })
+    if (!this.stream) return byHttp()
+    try {
+      return { data: await this.stream.register({ url: this.url, controlUrl: this.controlUrl, generation: this.generation }, REGISTER_TIMEOUT_MS) }
+    } catch (err) {
+      if (err.upgradeRefused || err.code === 'CHOPPER_ERR_LEASE_STREAM') return byHttp()
+      throw err
     }
   }
 

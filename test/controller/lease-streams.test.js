@@ -63,17 +63,17 @@ describe('lease streams', () => {
     await start()
     const first = await register('a')
     const generation = first.assignment.generation
-    // The first renewal goes by HTTP while the stream opens: a renewal never waits for a connection.
+    // The registration opened the stream and went over it: no HTTP call.
+    expect(client.stream.connected).toBe(true)
+    expect(controller.stats()).toMatchObject({ registrations: 1, streams: { open: 1, opened: 1, registrations: 1, renewals: 0 } })
     await client.renewLease('a', { generation, drainedGeneration: generation })
-    expect(controller.stats()).toMatchObject({ renewals: 1, streams: { renewals: 0 } })
-    await pollUntil(() => client.stream.connected, { timeoutMs: 5000, what: 'the stream open' })
     for (let i = 0; i < 5; i++) {
       const answer = await client.renewLease('a', { generation, drainedGeneration: generation })
       expect(answer.lease).toMatchObject({ leaseMs: 1500, minGeneration: generation })
       expect(answer.assignment).toBeUndefined() // it holds the current map
     }
     const stats = controller.stats()
-    expect(stats.streams).toMatchObject({ open: 1, opened: 1, renewals: 5, refused: 0, broken: 0 })
+    expect(stats.streams).toMatchObject({ open: 1, opened: 1, renewals: 6, refused: 0, broken: 0 })
     expect(stats.renewals).toBe(6)
     // Behind: the answer carries the map, as the HTTP answer does.
     const behind = await client.renewLease('a', { generation: 0, drainedGeneration: 0 })
@@ -177,11 +177,9 @@ describe('lease streams', () => {
   test('without a token the stream runs unMACed', async () => {
     await start({ clusterToken: undefined })
     const g = (await register('a')).assignment.generation
-    await client.renewLease('a', { generation: g, drainedGeneration: g })
-    await pollUntil(() => client.stream.connected, { timeoutMs: 5000, what: 'the stream open' })
     const answer = await client.renewLease('a', { generation: g, drainedGeneration: g })
     expect(answer.lease.minGeneration).toBe(g)
-    expect(controller.stats().streams).toMatchObject({ opened: 1, renewals: 1 })
+    expect(controller.stats().streams).toMatchObject({ opened: 1, registrations: 1, renewals: 1 })
   })
 
   test('a controller without streams, or a proxy that refuses the upgrade, is renewed over HTTP', async () => {
@@ -212,6 +210,48 @@ describe('lease streams', () => {
     expect(seen.sort()).toEqual(['POST /v1/servers/a/lease', 'POST /v1/servers/a/lease', 'POST /v1/servers/a/lease', 'upgrade /v1/servers/a/lease-stream'])
   })
 
+  test('a registration over the stream that is refused (another live member holds the id) cuts no one\'s stream', async () => {
+    await start()
+    const g = (await register('a')).assignment.generation
+    expect(client.stream.connected).toBe(true)
+    const other = new ControllerClient({ controllerUrl: controller.url, clusterToken: TOKEN })
+    closers.push(() => other.close())
+    const err = await other.registerServer({ id: 'a', url: 'http://127.0.0.1:2999', controlUrl: 'http://127.0.0.1:9' }).catch((e) => e)
+    expect(err.response).toMatchObject({ status: 409, data: { error: { code: 'CHOPPER_ERR_ID_IN_USE' } } })
+    expect(other.stream.connected).toBe(true) // the upgrade went through; the registration was refused
+    // The live member's stream still serves it.
+    await client.renewLease('a', { generation: g, drainedGeneration: g })
+    expect(client.stream.connected).toBe(true)
+    expect(controller.stats()).toMatchObject({ registrations: 1, streams: { opened: 2, open: 1, registrations: 1, renewals: 1 } })
+  })
+
+  test('a controller that takes no registrations over streams is registered with by HTTP', async () => {
+    // An older controller: an upgrade for an id it does not know is refused (404 CHOPPER_ERR_UNKNOWN_SERVER).
+    const seen = []
+    const server = http.createServer((req, res) => {
+      seen.push(`${req.method} ${req.url}`)
+      req.resume()
+      req.on('end', () => {
+        res.writeHead(201, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ lease: { leaseMs: 1500, minGeneration: 1 } }))
+      })
+    })
+    server.on('upgrade', (req, socket) => {
+      seen.push(`upgrade ${req.url}`)
+      const body = JSON.stringify({ error: { code: 'CHOPPER_ERR_UNKNOWN_SERVER', message: 'unknown app server a: register first' } })
+      socket.end(`HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`)
+    })
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    closers.push(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve) }))
+    const c = new ControllerClient({ controllerUrl: `http://127.0.0.1:${server.address().port}`, clusterToken: TOKEN })
+    closers.push(() => c.close())
+    const answer = await c.registerServer({ id: 'a', url: 'http://127.0.0.1:2998', controlUrl: 'http://127.0.0.1:9' })
+    expect(answer.lease.leaseMs).toBe(1500)
+    expect(seen).toEqual(['upgrade /v1/servers/a/lease-stream', 'POST /v1/servers'])
+    // A member answer, not a refusal of streams: the next renewal tries the stream again.
+    expect(c.streamRetryAt).toBe(0)
+  })
+
   test('a broken stream is reopened by the next renewal; a newer stream replaces an older one', async () => {
     await start()
     const g = (await register('a')).assignment.generation
@@ -223,6 +263,9 @@ describe('lease streams', () => {
     closers.push(() => other.close())
     await other.renewLease('a', report)
     await pollUntil(() => other.stream.connected, { timeoutMs: 5000, what: 'the other stream open' })
+    // Its stream serves `a` from its first answered renewal on, not from the upgrade.
+    expect(client.stream.connected).toBe(true)
+    await other.renewLease('a', report)
     await pollUntil(() => client.stream.socket === null, { timeoutMs: 5000, what: 'our stream closed by the controller' })
     await client.renewLease('a', report) // by HTTP, while it reopens
     await pollUntil(() => client.stream.connected, { timeoutMs: 5000, what: 'the stream reopened' })
