@@ -93,7 +93,7 @@ function createController (options = {}) {
   c.leading = () => c.active && (!c.election || c.election.leading)
   c.resetPusher = () => {
     if (c.pusher) c.pusher.close()
-    c.pusher = new Pusher({ timeoutMs: opts.requestTimeoutMs, concurrency: opts.pushConcurrency, historySize: opts.pushHistory, selectiveAbove: opts.largeClusterAt, logger: log, onAck: (key, body) => c.onPushAck(key, body), viaStream: (id, b, ms) => c.streams.requestPush(id, b, ms), clusterToken: opts.clusterToken })
+    c.pusher = new Pusher({ timeoutMs: opts.requestTimeoutMs, concurrency: opts.pushConcurrency, streamConcurrency: opts.streamPushConcurrency, canStream: (id) => c.streams.canPush(id), historySize: opts.pushHistory, selectiveAbove: opts.largeClusterAt, logger: log, onAck: (key, body) => c.onPushAck(key, body), viaStream: (id, b, ms) => c.streams.requestPush(id, b, ms), clusterToken: opts.clusterToken })
   }
   c.resetPusher()
   const { registry, m } = createControllerMetrics(c)

@@ -211,7 +211,9 @@ function createLeaseStreams (c, { verifier, renew, register }) {
    * `{ data }` of the member's answer; null without such a stream.
    */
   function requestPush (id, b, timeoutMs) {
-    const head = { bytes: b.body.length, gzip: b.headers['content-encoding'] === 'gzip' }
+    // Its generation (and a diff's base) in the head, as the HTTP push's headers carry them.
+    const head = { bytes: b.body.length, gzip: b.headers['content-encoding'] === 'gzip', generation: Number(b.headers['x-chopper-generation']) }
+    if (b.headers['x-chopper-base'] !== undefined) head.base = Number(b.headers['x-chopper-base'])
     const sig = b.headers[MAP_HEADER]
     const p = request(id, 'push', sig ? { push: head, sig } : { push: head }, b.body, timeoutMs)
     return p && p.then(({ seq, re, ...data }) => ({ data }))
@@ -225,6 +227,12 @@ function createLeaseStreams (c, { verifier, renew, register }) {
     get size () { return open.size },
     /** Whether member `id` has a stream open. */
     has: (id) => open.has(id),
+    /** Whether a push to member `id` would go over its stream (requestPush would not return null). */
+    canPush (id) {
+      const socket = open.get(id)
+      const stream = socket && streams.get(socket)
+      return Boolean(stream && stream.features.has('push') && !socket.destroyed)
+    },
     /** Close every stream (the controller closes or crashes). */
     close () {
       clearInterval(sweep)

@@ -53,9 +53,11 @@ const defaults = Object.freeze({
   // re-lays the keyspace evenly; above it (or once traffic came) joiners take
   // their share from the servers holding most (controller/join-placement.js).
   pristineRelayUpTo: 64,
-  // Pushes in flight at most (the rest queue; renewals are answered meanwhile)
-  // and generations kept to send diffs from (older holders get the full map).
+  // Pushes in flight at most, by HTTP and over lease streams (the rest queue;
+  // renewals are answered meanwhile), and generations kept to send diffs
+  // from (older holders get the full map).
   pushConcurrency: 64,
+  streamPushConcurrency: 64,
   pushHistory: 64,
   leaseMarginMs: 100, // added on the controller's side for clock-rate drift
   leaseCheckMs: 50, // how often lapsed leases and handoff deadlines are checked
@@ -106,7 +108,7 @@ function resolveOptions (options = {}) {
   if (typeof opts.quietBelow !== 'number' || !(opts.quietBelow >= 0 && opts.quietBelow <= 1)) throw new InvalidArgumentError('invalid quietBelow: expected a fraction of the period from 0 to 1')
   if (!['fenced', 'none'].includes(opts.handoff)) throw new InvalidArgumentError('invalid handoff: expected "fenced" or "none"')
   const loadMetric = validateLoadMetric(opts.loadMetric)
-  for (const k of ['leaseMs', 'leaseCheckMs', 'renewMs', 'largeClusterAt', 'largeLeaseMs', 'largeRenewMs', 'membershipBatchMs', 'membershipBatchMaxMs', 'pushConcurrency', 'pushHistory', 'pristineRelayUpTo', 'membershipStormAt']) {
+  for (const k of ['leaseMs', 'leaseCheckMs', 'renewMs', 'largeClusterAt', 'largeLeaseMs', 'largeRenewMs', 'membershipBatchMs', 'membershipBatchMaxMs', 'pushConcurrency', 'streamPushConcurrency', 'pushHistory', 'pristineRelayUpTo', 'membershipStormAt']) {
     if (!Number.isInteger(opts[k]) || opts[k] < 1) throw new InvalidArgumentError(`invalid ${k}: expected an integer >= 1`)
   }
   if (!Number.isInteger(opts.leaseMarginMs) || opts.leaseMarginMs < 0) throw new InvalidArgumentError('invalid leaseMarginMs: expected an integer >= 0')

@@ -13,9 +13,11 @@ const { signMap, hashBody } = require('../core/cluster-auth')
  * longer in the history, gets the full map, gzipped when large.
  *
  * Each body is serialized, hashed and signed once for every target that
- * needs it (signMap), not once per target. At most `concurrency` pushes are
- * in flight; the rest queue, so a generation to thousands of members does
- * not crowd out the renewals that carry failure detection.
+ * needs it (signMap), not once per target. At most `concurrency` pushes by
+ * HTTP and `streamConcurrency` over lease streams are in flight; the rest
+ * queue, so a generation to thousands of members does not crowd out the
+ * renewals that carry failure detection. A streamed push costs a write of
+ * the shared body on a connection already open, so more of them may be.
  *
  * Each target converges on the newest generation on its own: a failed or
  * late push is retried with capped exponential backoff, and a retry always
@@ -26,25 +28,31 @@ class Pusher {
    * @param {object} [options]
    * @param {(key: string, body: object) => void} [options.onAck] a target's answer to a push (app servers report the generation they drained)
    * @param {string} [options.clusterToken] sign every body with it (core/cluster-auth.js signMap)
-   * @param {number} [options.concurrency] pushes in flight at most
+   * @param {number} [options.concurrency] pushes by HTTP in flight at most
+   * @param {number} [options.streamConcurrency] pushes over lease streams in flight at most
+   * @param {(serverId: string) => boolean} [options.canStream] whether a push to app server `serverId` would go over its stream
    * @param {number} [options.historySize] generations kept to diff from
    * @param {number} [options.gzipAbove] full maps of more bytes are sent gzipped
    */
-  constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, concurrency = 64, historySize = 64, gzipAbove = 32 * 1024, selectiveAbove = Infinity, onAck = () => {}, viaStream = () => null, clusterToken, logger = silent } = {}) {
+  constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, concurrency = 64, streamConcurrency = 256, canStream = () => false, historySize = 64, gzipAbove = 32 * 1024, selectiveAbove = Infinity, onAck = () => {}, viaStream = () => null, clusterToken, logger = silent } = {}) {
     this.onAck = onAck
     this.http = new JsonClient({ timeoutMs, clusterToken, connections: 1 })
     this.token = clusterToken
     this.minBackoffMs = minBackoffMs
     this.maxBackoffMs = maxBackoffMs
     this.concurrency = concurrency
+    this.streamConcurrency = streamConcurrency
+    this.canStream = canStream
     this.historySize = historySize
     this.gzipAbove = gzipAbove
     this.selectiveAbove = selectiveAbove
     this.logger = logger
     this.targets = new Map() // key -> { url, acked, full, inflight, timer, backoff, failures }
-    this.queue = new Set() // keys waiting for a push slot, in order
-    this.urgent = new Set() // queued keys moved ahead of `queue` (a handoff's losers, a member that asked)
-    this.inflight = 0
+    // Keys waiting for a push slot, in order, by how they go (HTTP, lease
+    // stream), each with its urgent ones ahead (a handoff's losers, a member that asked).
+    this.waiting = { http: { urgent: new Set(), queue: new Set() }, stream: { urgent: new Set(), queue: new Set() } }
+    this.inflight = 0 // by HTTP
+    this.inflightStreamed = 0
     this.latest = null
     this.history = new Map() // generation -> assignment, oldest first
     this.steps = new Map() // generation -> { value, raw }: the diff from the generation published before it
@@ -80,13 +88,16 @@ class Pusher {
     const t = this.targets.get(key)
     if (t) clearTimeout(t.timer)
     this.targets.delete(key)
-    this.queue.delete(key)
-    this.urgent.delete(key)
+    for (const w of Object.values(this.waiting)) {
+      w.queue.delete(key)
+      w.urgent.delete(key)
+    }
   }
 
   /** Pushes waiting for a slot. */
   get queued () {
-    return this.urgent.size + this.queue.size
+    const { http, stream } = this.waiting
+    return http.urgent.size + http.queue.size + stream.urgent.size + stream.queue.size
   }
 
   /**
@@ -138,9 +149,11 @@ class Pusher {
    * O(queue), since a join storm's renewals ask for one at a time.
    */
   #toFront (keys) {
-    if (this.queue.size === 0) return
-    for (const k of keys) {
-      if (this.queue.delete(k)) this.urgent.add(k)
+    for (const w of Object.values(this.waiting)) {
+      if (w.queue.size === 0) continue
+      for (const k of keys) {
+        if (w.queue.delete(k)) w.urgent.add(k)
+      }
     }
   }
 
@@ -243,22 +256,36 @@ class Pusher {
     return n
   }
 
+  /** Whether a push to `key` would go over a lease stream. */
+  #streams (key) {
+    return key.startsWith('server:') && this.canStream(key.slice(7))
+  }
+
   #kick (key) {
     const t = this.targets.get(key)
     if (!t || t.inflight || t.timer || !this.latest || this.closed) return
     if (t.acked >= this.latest.generation) return
-    if (this.inflight >= this.concurrency) {
-      this.queue.add(key)
+    const streamed = this.#streams(key)
+    if (streamed ? this.inflightStreamed >= this.streamConcurrency : this.inflight >= this.concurrency) {
+      const w = streamed ? this.waiting.stream : this.waiting.http
+      if (!w.urgent.has(key)) w.queue.add(key)
       return
     }
     this.#send(key, t)
   }
 
+  /** Start queued pushes of each kind while it has room, urgent ones first. */
   #next () {
-    while (this.inflight < this.concurrency && this.queued > 0) {
-      const from = this.urgent.size > 0 ? this.urgent : this.queue
+    this.#drain(this.waiting.http, () => this.inflight < this.concurrency)
+    this.#drain(this.waiting.stream, () => this.inflightStreamed < this.streamConcurrency)
+  }
+
+  #drain (w, room) {
+    while (room() && w.urgent.size + w.queue.size > 0) {
+      const from = w.urgent.size > 0 ? w.urgent : w.queue
       const key = from.values().next().value
       from.delete(key)
+      // Sent now, or queued again by how it goes now (its stream opened or broke meanwhile).
       this.#kick(key)
     }
   }
@@ -267,8 +294,10 @@ class Pusher {
     const assignment = this.latest
     const base = t.full ? 0 : t.acked
     const b = this.bodyFor(base)
+    const viaStream = this.#streams(key)
     t.inflight = true
-    this.inflight++
+    if (viaStream) this.inflightStreamed++
+    else this.inflight++
     this.stats.pushes++
     this.stats.bytes += b.body.length
     if (b.diff) {
@@ -280,7 +309,7 @@ class Pusher {
     }
     let retry = false
     try {
-      const streamed = key.startsWith('server:') ? this.viaStream(key.slice(7), b, this.http.timeoutMs) : null
+      const streamed = viaStream ? this.viaStream(key.slice(7), b, this.http.timeoutMs) : null
       if (streamed) this.stats.streamed++
       const res = await (streamed || this.http.put(`${t.url}/v1/assignment`, b.body, { headers: b.headers, sign: b.hash === null }))
       t.acked = Math.max(t.acked, assignment.generation)
@@ -316,7 +345,8 @@ class Pusher {
       }
     } finally {
       t.inflight = false
-      this.inflight--
+      if (viaStream) this.inflightStreamed--
+      else this.inflight--
     }
     if (this.targets.get(key) === t && !this.closed) {
       if (retry) {
@@ -333,8 +363,10 @@ class Pusher {
   close () {
     this.closed = true
     for (const t of this.targets.values()) clearTimeout(t.timer)
-    this.queue.clear()
-    this.urgent.clear()
+    for (const w of Object.values(this.waiting)) {
+      w.queue.clear()
+      w.urgent.clear()
+    }
     // pushes in flight end with their timeout; the pool's idle sockets do not hold the process open
     this.http.close().catch(() => {})
   }

@@ -33,9 +33,10 @@ const { LeaseStreamError } = require('./errors')
  *  - `{ req, load: { instance?, seq? } }` a load request (`req` rises), acknowledging
  *    the last report used, as `GET /v1/load?instance=&seq=` does; only to a
  *    member whose upgrade named the feature (`X-Chopper-Stream-Features: load`);
- *  - `{ req, push: { bytes, gzip }, sig? }` and then `bytes` raw bytes: a map or
- *    diff push, as `PUT <controlUrl>/v1/assignment` with that body (gzipped
- *    when `gzip`) and `X-Chopper-Map-Signature: sig` would be; answered
+ *  - `{ req, push: { bytes, gzip, generation, base? }, sig? }` and then `bytes`
+ *    raw bytes: a map or diff push, as `PUT <controlUrl>/v1/assignment` with
+ *    that body (gzipped when `gzip`), `X-Chopper-Map-Signature: sig` and the
+ *    generation (and a diff's base) in `X-Chopper-Generation` (`-Base`) would be; answered
  *    `{ seq, re, accepted, generation, drainedGeneration }` or
  *    `{ seq, re, status, error, generation? }`. Only to a member that named
  *    the feature `push`. The body is signed once for every member (signMap),

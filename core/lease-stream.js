@@ -32,21 +32,23 @@ const CONNECT_TIMEOUT_MS = 10000
  * With `serveLoad`, the member also answers the controller's load requests
  * over the stream (`serveLoad(ack)` gives the report `GET /v1/load` would),
  * so the controller need not call its control port every period; with
- * `servePush`, the controller's map pushes (`servePush({ raw, signature })`
+ * `servePush`, the controller's map pushes (`servePush({ raw, signature, generation, base })`
  * resolves `{ status, body }` as `PUT /v1/assignment` would answer).
  */
 class LeaseStream {
   #token
 
   /**
-   * @param {{ url: string, id: string, clusterToken?: string, timeoutMs: number, connectTimeoutMs?: number, serveLoad?: (ack: { instance?: string, seq?: number }) => object, servePush?: (push: { raw: Buffer, signature?: string }) => Promise<{ status: number, body: object }> }} options
+   * @param {{ url: string, id: string, clusterToken?: string, timeoutMs: number, connectTimeoutMs?: number, serveLoad?: (ack: { instance?: string, seq?: number }) => object, servePush?: (push: { raw: Buffer, signature?: string, generation?: number, base?: number, gzip: boolean }) => Promise<{ status: number, body: object }>, inflate?: boolean }} options
+   *   inflate: false hands servePush a gzipped push as it came (`gzip: true`), for a member that reads only its generation
    *   url: the controller's; timeoutMs: a renewal's; connectTimeoutMs: the upgrade's (default max(timeoutMs, 10 s))
    */
-  constructor ({ url, id, clusterToken, timeoutMs, connectTimeoutMs = Math.max(timeoutMs, CONNECT_TIMEOUT_MS), serveLoad, servePush }) {
+  constructor ({ url, id, clusterToken, timeoutMs, connectTimeoutMs = Math.max(timeoutMs, CONNECT_TIMEOUT_MS), serveLoad, servePush, inflate = true }) {
     this.url = url
     this.id = id
     this.serveLoad = serveLoad
     this.servePush = servePush
+    this.inflate = inflate
     this.lastReq = 0
     this.#token = clusterToken
     this.timeoutMs = timeoutMs
@@ -228,8 +230,16 @@ class LeaseStream {
     let answer
     try {
       if (!this.servePush) throw new LeaseStreamError('this member takes no pushes over its lease stream')
-      const raw = msg.push.gzip ? await gunzip(msg.body) : msg.body
-      const { status, body } = await this.servePush({ raw, signature: typeof msg.sig === 'string' ? msg.sig : undefined })
+      const inflate = msg.push.gzip && this.inflate
+      const raw = inflate ? await gunzip(msg.body) : msg.body
+      const { generation, base } = msg.push
+      const { status, body } = await this.servePush({
+        raw,
+        gzip: Boolean(msg.push.gzip) && !inflate,
+        signature: typeof msg.sig === 'string' ? msg.sig : undefined,
+        generation: Number.isSafeInteger(generation) ? generation : undefined,
+        base: Number.isSafeInteger(base) ? base : undefined
+      })
       answer = status >= 400 ? { ...body, status } : body
     } catch (err) {
       answer = { status: statusOf(err), ...toHttpBody(err) }

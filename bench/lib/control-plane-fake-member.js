@@ -90,9 +90,16 @@ class FakeMember {
       this.counters.loads++
       return { instance: this.instance, seq: ++this.seq, frames: 1, entries: [] }
     }
-    // And its pushes (unverified, as over HTTP: the bench prices the controller).
-    const servePush = async ({ raw }) => this.#take({}, raw)
-    this.stream = leaseStream && kind === 'server' ? new LeaseStream({ url: controllerUrl, id, clusterToken, timeoutMs: 2000, serveLoad, servePush }) : null
+    // And its pushes (unverified, as over HTTP: the bench prices the controller), read as
+    // over HTTP: the generation from the head, as from the headers there, and not inflated.
+    const servePush = async ({ raw, gzip, generation, base }) => {
+      const headers = {}
+      if (generation !== undefined) headers['x-chopper-generation'] = String(generation)
+      if (base !== undefined) headers['x-chopper-base'] = String(base)
+      if (gzip) headers['content-encoding'] = 'gzip'
+      return this.#take(headers, raw)
+    }
+    this.stream = leaseStream && kind === 'server' ? new LeaseStream({ url: controllerUrl, id, clusterToken, timeoutMs: 2000, serveLoad, servePush, inflate: false }) : null
     this.opening = null
     this.generation = 0
     this.registered = false
@@ -296,7 +303,6 @@ class FakeMember {
     let bytes = 0
     req.on('data', (chunk) => { chunks.push(chunk); bytes += chunk.length })
     req.on('end', () => {
-      if (req.headers['content-encoding'] === 'gzip') this.counters.pushes.gzip++
       const { status, body } = this.#take(req.headers, Buffer.concat(chunks, bytes))
       send(res, status, body)
     })
@@ -307,6 +313,7 @@ class FakeMember {
     const p = this.counters.pushes
     p.messages++
     p.bytes += raw.length
+    if (headers['content-encoding'] === 'gzip') p.gzip++
     if (this.kind === 'frontend') { p.frontendMessages++; p.frontendBytes += raw.length }
     let push
     try {

@@ -109,6 +109,36 @@ describe('Pusher', () => {
     await pollUntil(() => c.map.generation === 3, { timeoutMs: 5000, what: 'the push c wanted' })
   })
 
+  test('pushes over lease streams and by HTTP are bounded each on its own; urgent ones go first', async () => {
+    // Streamed pushes are held until released: the bound, not the members, decides what is in flight.
+    const held = []
+    const fe = await member()
+    members.push(fe)
+    pusher = new Pusher({
+      concurrency: 1,
+      streamConcurrency: 3,
+      canStream: (id) => id !== 'http',
+      viaStream: (id, b) => new Promise((resolve) => held.push({ id, resolve: () => resolve({ data: { accepted: true, generation: 1 } }) }))
+    })
+    pusher.publish(map(1, 'a'))
+    for (let i = 0; i < 6; i++) pusher.addTarget(`server:s${i}`, `http://127.0.0.1:${9000 + i}`)
+    pusher.addTarget('frontend:fe', fe.url)
+    expect(held.map((h) => h.id)).toEqual(['s0', 's1', 's2'])
+    expect(pusher.queued).toBe(3)
+    // The front end goes by HTTP meanwhile: the streamed ones do not hold its slot.
+    await pollUntil(() => fe.map && fe.map.generation === 1, { timeoutMs: 5000, what: 'the front end holds 1' })
+    pusher.want('server:s5') // a member that asked goes ahead of s3 and s4
+    held.shift().resolve()
+    await pollUntil(() => held.length === 3, { timeoutMs: 5000, what: 'the next streamed push' })
+    expect(held.map((h) => h.id)).toEqual(['s1', 's2', 's5'])
+    await pollUntil(() => {
+      while (held.length) held.shift().resolve()
+      return pusher.laggingCount() === 0
+    }, { timeoutMs: 5000, what: 'every target holds 1' })
+    expect(pusher.stats).toMatchObject({ pushes: 7, streamed: 6 })
+    expect(pusher.inflight + pusher.inflightStreamed).toBe(0)
+  })
+
   test('full maps over gzipAbove are sent gzipped; each body is signed once for every target', async () => {
     pusher = new Pusher({ gzipAbove: 10, clusterToken: 'pusher-test-token-0123456789' })
     const [a, b] = [await member(), await member()]
