@@ -105,5 +105,8 @@ describe('control plane at 300 members', () => {
     const stats = (await cluster.controllerStats()).stats
     expect({ leaseExpiries: stats.leaseExpiries ?? 0, evictions: stats.evictions ?? 0, notFound: counters.renewals.notFound, localLapses: counters.localLapses })
       .toEqual({ leaseExpiries: 0, evictions: 0, notFound: 0, localLapses: 0 })
+    // Each registered over the lease stream it opened, and its maps came that way: HTTP pushes went to front ends only.
+    expect(stats.streams).toMatchObject({ open: servers, registrations: servers })
+    expect(stats.pushes.messages - stats.pushes.streamed).toBeLessThanOrEqual(counters.pushes.frontendMessages)
   }, 120000)
 })
