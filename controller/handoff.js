@@ -108,7 +108,8 @@ function installHandoff (c) {
 
   /** Record a lease grant; it is returned to the member only while an assignment exists. */
   c.grantLease = function grantLease (id) {
-    const lease = c.leases.grant(id, c.published ? c.published.generation : 0, leaseTerms(c.servers.size, c.opts))
+    // It must hold the last generation that changed its slices, not every one (docs/control-plane.md).
+    const lease = c.leases.grant(id, c.published ? c.pusher.needs(id) : 0, leaseTerms(c.servers.size, c.opts))
     if (!c.published) return undefined
     c.leaseHorizon = Math.max(c.leaseHorizon, c.leases.expiresAt(id))
     return c.store ? { ...lease, epoch: c.epoch } : lease

@@ -10,6 +10,11 @@ const URL_RE = /^https?:\/\/[\x21-\x2e\x30-\x7e]+$/
 // larger one reaches the member by push, gzipped (a newcomer's once its batch
 // has placed it): a join storm's renewals must not each carry the map.
 const INLINE_MAP_BYTES = 16 * 1024
+// To a member that holds what it needs (no generation since changed its
+// slices), an answer carries a newer map only up to this size: it keeps
+// members' maps near the latest when that is cheap, but a busy spell's large
+// diffs do not go to every member (docs/control-plane.md, "Who needs a generation").
+const LAZY_MAP_BYTES = 2 * 1024
 
 const bad = (msg) => { throw new InvalidArgumentError(msg) }
 
@@ -70,12 +75,14 @@ function createMemberCalls (c) {
     c.pusher.noteHeld(`server:${id}`, generation)
     // Nobody drains a generation it does not hold, nor one not issued yet.
     c.noteDrained(id, Math.min(drainedGeneration, generation, c.assignment ? c.assignment.generation : 0))
-    // Renewed only for a member that holds the current map: the answer
-    // carries it (a diff, or the whole map) when the member is behind, and
-    // the member installs it first.
-    const map = mapFor(generation, INLINE_MAP_BYTES)
-    // Behind by more than an answer carries: a push brings it (gzipped), even where pushes are selective.
-    if (!map && c.published && generation < c.published.generation) c.pusher.want(`server:${id}`)
+    // The lease counts only for a member that holds the last generation that
+    // changed its slices (lease.minGeneration): the answer carries what it
+    // lacks (a diff, or the whole map) when it is behind that, and the
+    // member installs it first.
+    const needed = c.pusher.needs(id)
+    const map = mapFor(generation, generation < needed ? INLINE_MAP_BYTES : LAZY_MAP_BYTES)
+    // Behind what it needs by more than an answer carries: a push brings it (gzipped), even where pushes are selective.
+    if (!map && generation < needed) c.pusher.want(`server:${id}`)
     return [{ lease: c.grantLease(id) }, map]
   }
 
@@ -90,4 +97,4 @@ function encode (fields, map) {
   return Buffer.concat([Buffer.from(`${open}"${map.key}":`), map.raw, Buffer.from('}')])
 }
 
-module.exports = { createMemberCalls, encode, INLINE_MAP_BYTES, URL_RE }
+module.exports = { createMemberCalls, encode, INLINE_MAP_BYTES, LAZY_MAP_BYTES, URL_RE }

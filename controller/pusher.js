@@ -58,6 +58,9 @@ class Pusher {
     this.steps = new Map() // generation -> { value, raw }: the diff from the generation published before it
     this.bodies = new Map() // base generation (0: full map) -> { body, headers, diff }, for `latest`
     this.full = null // { generation, raw }: `latest` serialized
+    // server id -> the last generation that changed its slices or listed it
+    // anew (touchedBy): what it must hold for its lease to count (needs)
+    this.touched = new Map()
     // (serverId, body, timeoutMs) => Promise<{ data }> | null: a push over the
     // member's lease stream (controller/lease-streams.js); null: by HTTP.
     this.viaStream = viaStream
@@ -124,8 +127,16 @@ class Pusher {
       this.steps.delete(oldest)
     }
     this.bodies.clear()
-    const touched = step && this.targets.size >= this.selectiveAbove ? touchedBy(prev, step.value) : null
-    if (touched) this.stats.selective++
+    const touched = step ? touchedBy(prev, step.value) : null
+    if (touched) {
+      for (const id of touched) this.touched.set(id, assignment.generation)
+      for (const id of step.value.servers.remove) this.touched.delete(id)
+    } else {
+      // No step (the first map, or one from another numbering): every server must hold it.
+      this.touched = new Map(Object.keys(assignment.servers).map((id) => [id, assignment.generation]))
+    }
+    const selective = touched !== null && this.targets.size >= this.selectiveAbove
+    if (selective) this.stats.selective++
     // Who goes first when there are more than `concurrency`: the losers of a
     // handoff (`urgent`: the grant waits for their acknowledgement), then
     // diffs, then full maps (newcomers').
@@ -134,7 +145,7 @@ class Pusher {
     for (const key of urgent) if (this.targets.has(key)) this.#kick(key)
     for (const [key, t] of this.targets) {
       if (urgent.has(key)) continue
-      if (touched && key.startsWith('server:') && t.acked > 0 && !t.full && !touched.has(key.slice(7))) continue
+      if (selective && key.startsWith('server:') && t.acked > 0 && !t.full && !touched.has(key.slice(7))) continue
       if (t.acked > 0 && !t.full) diffs.push(key)
       else fulls.push(key)
     }
@@ -238,21 +249,44 @@ class Pusher {
     return out.reverse()
   }
 
-  /** Targets that have not acknowledged the latest generation. */
+  /**
+   * The generation app server `id` must hold for its lease to count
+   * (docs/control-plane.md, "Who needs a generation"): the last one that
+   * changed its slices or listed it anew; the latest for a server no
+   * generation since the first map has touched or that the map does not list.
+   */
+  needs (id) {
+    if (!this.latest) return 0
+    const g = this.touched.get(id)
+    return g === undefined ? this.latest.generation : g
+  }
+
+  /** What target `key` must hold: a front end every generation, an app server what it needs. */
+  #due (key) {
+    return key.startsWith('server:') ? this.needs(key.slice(7)) : this.latest.generation
+  }
+
+  /** The generation target `key` acknowledged last (0: none, or no such target). */
+  ackedBy (key) {
+    const t = this.targets.get(key)
+    return t ? t.acked : 0
+  }
+
+  /** Targets that have not acknowledged what they must hold (front ends: the latest generation). */
   lagging () {
     const out = []
     if (!this.latest) return out
     for (const [key, t] of this.targets) {
-      if (t.acked < this.latest.generation) out.push({ target: key, acked: t.acked, failures: t.failures })
+      if (t.acked < this.#due(key)) out.push({ target: key, acked: t.acked, failures: t.failures })
     }
     return out
   }
 
-  /** How many targets have not acknowledged the latest generation (O(targets), no allocation). */
+  /** How many targets have not acknowledged what they must hold (O(targets), no allocation). */
   laggingCount () {
     if (!this.latest) return 0
     let n = 0
-    for (const t of this.targets.values()) if (t.acked < this.latest.generation) n++
+    for (const [key, t] of this.targets) if (t.acked < this.#due(key)) n++
     return n
   }
 

@@ -19,10 +19,10 @@ function installStatus (c) {
     const replicas = assignment ? replicaCounts(assignment) : {}
     const last = c.history[c.history.length - 1]
     const lagging = new Map(c.pusher.lagging().map((l) => [l.target, l]))
-    // A target that is not lagging has acknowledged the newest assignment.
+    // A target that is not lagging holds what it must: a front end the newest assignment, an app server the last that changed its slices.
     const pushState = (key) => {
       const l = lagging.get(key)
-      return l ? { acked: l.acked, lagging: true, failures: l.failures } : { acked: c.pusher.latest ? c.pusher.latest.generation : 0, lagging: false, failures: 0 }
+      return l ? { acked: l.acked, lagging: true, failures: l.failures } : { acked: c.pusher.ackedBy(key), lagging: false, failures: 0 }
     }
     const p = c.persistence
     return {

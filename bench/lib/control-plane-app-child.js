@@ -61,7 +61,9 @@ serveChild({
     let holding = 0
     let registered = 0
     for (const s of servers) {
-      if (s.guard.generation >= generation) holding++
+      // What it must hold: the current generation below largeClusterAt targets (each is pushed every
+      // one), else the last that changed its slices, which its live lease proves (applyLease).
+      if (s.guard.generation >= generation || (s.guard.generation > 0 && s.guard.leaseValid())) holding++
       if (s.leases && !s.leases.stopped) registered++ // LeaseKeeper starts once registered
     }
     return { servers: servers.length, registered, holding }

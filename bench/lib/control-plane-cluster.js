@@ -4,8 +4,9 @@
  * The parent's side of bench/control-plane.js: the controller's process
  * (control-plane-controller.js), the fake members' processes
  * (fake-members.js), and convergence: every member registered and holding a
- * slice, no handoff in progress, every member and front end holding the
- * controller's current generation (the controller's word, and the members').
+ * slice, no handoff in progress, every front end holding the controller's
+ * current generation and every member the last generation that changed its
+ * slices (the controller's word, and the members').
  */
 const path = require('node:path')
 const { setTimeout: delay } = require('node:timers/promises')

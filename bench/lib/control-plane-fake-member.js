@@ -102,6 +102,7 @@ class FakeMember {
     this.stream = leaseStream && kind === 'server' ? new LeaseStream({ url: controllerUrl, id, clusterToken, timeoutMs: 2000, serveLoad, servePush, inflate: false }) : null
     this.opening = null
     this.generation = 0
+    this.needs = 0 // its last lease's minGeneration: the generation it must hold (app servers)
     this.registered = false
     this.stopped = false
     this.leaseEnd = Infinity // performance.now() ms; Infinity until a lease is granted
@@ -209,6 +210,7 @@ class FakeMember {
       // Measured from when the request left, as appserver-lib's ShardGuard does.
       this.leaseEnd = sentAt + lease.leaseMs
       this.lapsed = false
+      if (Number.isSafeInteger(lease.minGeneration)) this.needs = lease.minGeneration
       if (Number.isInteger(lease.renewMs) && lease.renewMs > 0) this.renewMs = lease.renewMs
     }
   }
@@ -343,6 +345,15 @@ class FakeMember {
         ? { accepted: true, generation: this.generation, drainedGeneration: this.generation }
         : { accepted: true, generation: this.generation }
     }
+  }
+
+  /**
+   * Whether it holds what it must: a front end `generation` (the
+   * controller's current one), an app server what its last lease asked
+   * (the last generation that changed its slices) and at least one map.
+   */
+  holds (generation) {
+    return this.kind === 'server' ? this.generation > 0 && this.generation >= this.needs : this.generation >= generation
   }
 
   /** Stop renewing and re-registering and close the control port (no deregistration). */

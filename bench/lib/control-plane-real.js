@@ -4,7 +4,8 @@
  * bench/control-plane.js's real-member row: `count` appserver-lib members
  * (createAppServer, a trivial Express app) in `procs` processes start at once
  * against a fresh controller; how long until every one is registered and
- * holds the controller's current generation, and lapses (members the
+ * holds what it must (the controller's current generation, or the last that
+ * changed its slices, which its live lease proves), and lapses (members the
  * controller dropped while they ran; 0 expected).
  */
 const path = require('node:path')

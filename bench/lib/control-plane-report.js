@@ -104,7 +104,7 @@ function markdown (report) {
     '',
     `\`${report.command}\`, ${env.date}, ${env.cpus} x ${env.cpuModel}, Node ${env.node}, ${env.platform}; controller and appserver-lib at ${report.commit || 'an unknown commit'}; load average at the start ${(env.loadavg || []).join(' ')} (the fake members share the machine: their own CPU and event-loop delay are in each table).`,
     '',
-    'The real controller in its own process against protocol-level fake members (several per process, each its own control port, signed calls, pushes not verified) and fake front ends. "Acknowledged": every member registered and holding a slice, no handoff in progress, every member and front end holding the controller\'s current generation. Controller figures from its ' + statsSources(report) + '.',
+    'The real controller in its own process against protocol-level fake members (several per process, each its own control port, signed calls, pushes not verified) and fake front ends. "Acknowledged": every member registered and holding a slice, no handoff in progress, every front end holding the controller\'s current generation and every member the last generation that changed its slices (what its lease asks; the controller counts none lagging). Controller figures from its ' + statsSources(report) + '.',
     '',
     markdownTable(
       ['N', 'join at once (s)', 'burst on settled (s)', 'rate join (s)', 'ctl CPU %', 'ctl loop p99 (ms)', 'renewal p99 (ms)', 'renewals/s', 'lapses', 'kill: dropped / acked (s)', 'move B/member', 'move B/front end'],

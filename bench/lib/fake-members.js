@@ -8,7 +8,10 @@
  *  - start { controllerUrl, clusterToken, connections, reregisterMs, frontendReregisterMs, registerTimeoutMs, leaseStream }
  *  - spawn { ids, kind: 'server'|'frontend', ratePerSec? } starts them (all at
  *    once, or ratePerSec a second) and answers at once; `spawned` counts them
- *  - held { generation } how many members hold at least that generation
+ *  - held { generation } how many members hold what they must: front ends at
+ *    least that generation, app servers what their last lease asked (the last
+ *    generation that changed their slices; the controller's lagging count says
+ *    whether every one has acknowledged it)
  *  - stats { reset?, sample? } counters, renewal latency, this process's CPU
  *    and event-loop delay (reset: start a new latency and event-loop window;
  *    sample: include the latency sample, `{ count, values }`)
@@ -112,7 +115,7 @@ serveChild({
       const k = m.kind === 'server' ? 'servers' : 'frontends'
       out[k]++
       if (m.registered) out[`${k}Registered`]++
-      if (m.generation >= generation) out[`${k}Holding`]++
+      if (m.holds(generation)) out[`${k}Holding`]++
       else if (out.behind.length < 5) out.behind.push({ id: m.id, generation: m.generation, registered: m.registered })
       if (out.minGeneration === null || m.generation < out.minGeneration) out.minGeneration = m.generation
     }

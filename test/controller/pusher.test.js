@@ -139,6 +139,25 @@ describe('Pusher', () => {
     expect(pusher.inflight + pusher.inflightStreamed).toBe(0)
   })
 
+  test('a server needs the last generation that changed its slices; only front ends need every one', () => {
+    pusher = new Pusher({ selectiveAbove: 1 })
+    pusher.publish(map(1, 'a')) // the first map: every server needs it
+    expect(['a', 'b', 'c'].map((id) => pusher.needs(id))).toEqual([1, 1, 1])
+    pusher.publish(map(2, 'b')) // the first half moves from a to b: c's half does not change
+    expect(['a', 'b', 'c'].map((id) => pusher.needs(id))).toEqual([2, 2, 1])
+    pusher.publish(map(3, 'a'))
+    expect(['a', 'b', 'c'].map((id) => pusher.needs(id))).toEqual([3, 3, 1])
+    expect(pusher.needs('unknown')).toBe(3) // not in the map: the latest
+    // Lagging counts what each must hold: c at 1 is not behind; a front end at 2 is.
+    pusher.targets.set('server:c', { url: 'http://127.0.0.1:9', acked: 1, full: false, inflight: true, timer: null })
+    pusher.targets.set('server:a', { url: 'http://127.0.0.1:9', acked: 2, full: false, inflight: true, timer: null })
+    pusher.targets.set('frontend:fe', { url: 'http://127.0.0.1:9', acked: 2, full: false, inflight: true, timer: null })
+    expect(pusher.lagging().map((l) => l.target).sort()).toEqual(['frontend:fe', 'server:a'])
+    expect(pusher.laggingCount()).toBe(2)
+    expect(pusher.ackedBy('server:c')).toBe(1)
+    pusher.targets.clear()
+  })
+
   test('full maps over gzipAbove are sent gzipped; each body is signed once for every target', async () => {
     pusher = new Pusher({ gzipAbove: 10, clusterToken: 'pusher-test-token-0123456789' })
     const [a, b] = [await member(), await member()]
