@@ -395,6 +395,8 @@ export class ShardGuard {
   settle (token: InflightToken): void
   /** Resolves true once every request admitted under older maps finished, false on timeout. */
   waitDrained (timeoutMs: number): Promise<boolean>
+  /** The servers the current map lists for slice key `key`, primary first (read-only), or null without a map: what a 421 names in X-Chopper-Owner. */
+  serversOf (key: number): readonly string[] | null
   /** The 421 error for a key this server does not own, carrying the generation. */
   notOwnerError (appKey: string): ChopperError
   /** The 421 error for a strict server whose lease ran out. */

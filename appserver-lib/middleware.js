@@ -5,6 +5,7 @@ const { sliceKey } = require('../core/keyspace')
 const { MissingKeyError, InvalidArgumentError } = require('../core/errors')
 const { defaultKeyFrom } = require('../core/request-key')
 const { isSafe } = require('../core/http-methods')
+const { OWNER_HINT } = require('../core/http')
 
 /** How a request's cost (busy time reported per slice) is measured; see shardGuardMiddleware. */
 const COST_MODES = ['wall', 'cpu']
@@ -57,7 +58,8 @@ function describe (req, key, token, slice) {
 
 /**
  * Express middleware enforcing ownership: 400 without a key; 421 (with our
- * generation) for a key this server may not admit, after holding it briefly
+ * generation and, when our map names other servers for the key, their ids in
+ * X-Chopper-Owner) for a key this server may not admit, after holding it briefly
  * when the map that decides it is on its way (a fenced handoff, or a front end
  * that already routes with a newer generation); else counts the request,
  * tracks it as in flight until the response closes (a handoff waits for it),
@@ -137,9 +139,16 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
     }
   }
 
-  function refuse (req, res, next, appKey, verdict) {
+  // A refusal because our map names other servers says which (OWNER_HINT,
+  // core/http.js): a router cut from the controllers, whose map is older than
+  // ours, can try them rather than wait for a map it cannot get. A lease
+  // refusal names nobody: without a lease our map may be out of date.
+  function refuse (req, res, next, appKey, key, verdict) {
     res.setHeader('X-Chopper-Generation', String(guard.generation))
-    next(verdict === -2 ? guard.leaseExpiredError() : guard.notOwnerError(appKey))
+    if (verdict === -2) return next(guard.leaseExpiredError())
+    const servers = guard.serversOf(key)
+    if (servers !== null) res.setHeader(OWNER_HINT, servers.length === 1 ? servers[0] : servers.join(','))
+    next(guard.notOwnerError(appKey))
   }
 
   return function chopperShardGuard (req, res, next) {
@@ -171,11 +180,11 @@ function shardGuardMiddleware (guard, { keyFrom = defaultKeyFrom, enforce = true
         res.off('close', onClose)
         if (gone) return
         if (v >= 0) admitted(req, res, next, key, v)
-        else refuse(req, res, next, appKey, v)
+        else refuse(req, res, next, appKey, key, v)
       }, next)
       return
     }
-    refuse(req, res, next, appKey, verdict)
+    refuse(req, res, next, appKey, key, verdict)
   }
 }
 

@@ -381,6 +381,15 @@ class ShardGuard {
     return key
   }
 
+  /**
+   * The servers our map lists for slice key `key`, primary first, or null
+   * without a map: what a 421 names as the key's owners (OWNER_HINT,
+   * core/http.js). The map's own array: read it, do not change it.
+   */
+  serversOf (key) {
+    return this.map === null ? null : this.map.replicas[this.map.indexOf(key)]
+  }
+
   /** The 421 error for a key this server does not own, carrying our generation. */
   notOwnerError (appKey) {
     const err = new NotOwnerError(`server ${this.serverId} does not own key ${JSON.stringify(appKey)} at generation ${this.generation}`)

@@ -111,4 +111,13 @@ function close (server) {
  */
 const RETRY_NEWER_MAP = Object.freeze({ name: 'x-chopper-retry', value: 'newer-map' })
 
-module.exports = { RETRY_NEWER_MAP, jsonErrorHandler, notFound, listen, close, freePort, freePorts }
+/**
+ * The header of a 421 CHOPPER_ERR_NOT_OWNER that names, from the refusing
+ * server's own map (the generation in X-Chopper-Generation), the key's
+ * servers: ids only, primary first, comma-separated. A router whose own map
+ * is older and that cannot get a newer one tries the named server
+ * (core/key-router.js), whose shard guard decides admission itself.
+ */
+const OWNER_HINT = 'x-chopper-owner'
+
+module.exports = { RETRY_NEWER_MAP, OWNER_HINT, jsonErrorHandler, notFound, listen, close, freePort, freePorts }

@@ -241,3 +241,62 @@ describe('settleRequest', () => {
     }
   })
 })
+
+describe('the 421 owner hint', () => {
+  const express = require('express')
+  const http = require('node:http')
+  const { shardGuardMiddleware } = require('../../appserver-lib/index.js')
+  const { jsonErrorHandler } = require('../../core/http')
+  const { silent } = require('../../core/logger')
+
+  async function serve (guard) {
+    const app = express()
+    app.use(shardGuardMiddleware(guard))
+    app.get('/x', (req, res) => res.json({ ok: true }))
+    app.use(jsonErrorHandler(silent))
+    const server = http.createServer(app)
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    return { server, get: (key) => fetch(`http://127.0.0.1:${server.address().port}/x?key=${key}`) }
+  }
+
+  test('a refusal because the map names other servers names them, primary first; an admission or a lease refusal names nobody', async () => {
+    const g = new ShardGuard({ serverId: 'me' })
+    g.setAssignment({
+      generation: 7,
+      slices: [{ start: 0, end: H, servers: ['me'] }, { start: H, end: KEYSPACE_SIZE, servers: ['other', 'third'] }],
+      servers: { ...servers, third: { url: 'http://127.0.0.1:3' } }
+    })
+    const { server, get } = await serve(g)
+    try {
+      const refused = await get(keyIn(H, KEYSPACE_SIZE))
+      expect(refused.status).toBe(421)
+      expect((await refused.json()).error.code).toBe('CHOPPER_ERR_NOT_OWNER')
+      expect(refused.headers.get('x-chopper-generation')).toBe('7')
+      expect(refused.headers.get('x-chopper-owner')).toBe('other,third')
+      g.setAssignment(gen(8, 'me'))
+      const single = await get(keyIn(H, KEYSPACE_SIZE))
+      expect(single.headers.get('x-chopper-owner')).toBe('other')
+      expect(single.headers.get('x-chopper-generation')).toBe('8')
+      const admitted = await get(keyIn(0, H))
+      expect(admitted.status).toBe(200)
+      expect(admitted.headers.get('x-chopper-owner')).toBe(null)
+    } finally {
+      server.close()
+    }
+
+    let now = 1000
+    const strict = new ShardGuard({ serverId: 'me', consistency: 'strict', holdMs: 0, now: () => now })
+    strict.setAssignment(gen(4, 'me'))
+    strict.applyLease({ leaseMs: 1500, minGeneration: 4 }, 900)
+    now = 2400 // the lease ran out: our map may be out of date, so it names nobody
+    const lapsed = await serve(strict)
+    try {
+      const r = await lapsed.get(keyIn(0, H))
+      expect(r.status).toBe(421)
+      expect((await r.json()).error.code).toBe('CHOPPER_ERR_LEASE_EXPIRED')
+      expect(r.headers.get('x-chopper-owner')).toBe(null)
+    } finally {
+      lapsed.server.close()
+    }
+  })
+})
