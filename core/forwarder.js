@@ -2,7 +2,7 @@
 
 const { Pool } = require('undici')
 const { UpstreamPool } = require('./upstream-h1')
-const { RETRY_NEWER_MAP } = require('./http')
+const { RETRY_NEWER_MAP, OWNER_HINT } = require('./http')
 const { connectionOptions } = require('./http-syntax')
 
 /**
@@ -14,14 +14,16 @@ const { connectionOptions } = require('./http-syntax')
  *
  * One object per attempt, not positional arguments: the router fills it in
  * once and the forwarder reads it; the answer comes back once, through
- * `done(err, null | { misdirected: true, generation })`.
+ * `done(err, null | { misdirected: true, generation, owners })`.
  *
  * `headers` is a flat [name, value, ...] list. On any answer but 421 (or a
  * 503 marked RETRY_NEWER_MAP: not applied, a newer map decides) the
  * response head goes straight to `sink` (hop-by-hop headers dropped, `extra`
  * [name, value, ...] appended), the body streams after it, and `done(null,
  * null)` says the attempt is committed. On those the body is discarded and
- * `done(null, { misdirected, generation })` lets the caller retry elsewhere.
+ * `done(null, { misdirected, generation, owners })` lets the caller retry
+ * elsewhere (`owners`: the answer's X-Chopper-Owner, the ids the refusing
+ * server's map names for the key, as sent, or null; core/http.js OWNER_HINT).
  * A transport failure before the head is `done(err)` (err.code as undici
  * reports it); one after it destroys `sink`. A callback, not a promise: the
  * common case allocates no promise at all. The returned handle's `abort()`
@@ -115,12 +117,16 @@ function retriesOnNewerMap (raw) {
   return false
 }
 
-function generationOf (raw) {
+/** What a 421 (or a RETRY_NEWER_MAP 503) says: the refusing server's generation and the owners it names. */
+function misdirectedBy (raw) {
+  let generation = NaN
+  let owners = null
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i].toString('latin1')
-    if (name.length === 20 && name.toLowerCase() === 'x-chopper-generation') return Number(raw[i + 1].toString('latin1'))
+    if (name.length === 20 && name.toLowerCase() === 'x-chopper-generation') generation = Number(raw[i + 1].toString('latin1'))
+    else if (name.length === OWNER_HINT.length && name.toLowerCase() === OWNER_HINT) owners = raw[i + 1].toString('latin1')
   }
-  return NaN
+  return { misdirected: true, generation, owners }
 }
 
 /**
@@ -154,7 +160,7 @@ class ForwardHandler {
   onHeaders (statusCode, rawHeaders, resume) {
     if (statusCode < 200) return true // 1xx: wait for the final answer
     if (statusCode === 421 || (statusCode === 503 && retriesOnNewerMap(rawHeaders))) {
-      this.misdirected = { misdirected: true, generation: generationOf(rawHeaders) }
+      this.misdirected = misdirectedBy(rawHeaders)
       return true // read and drop the body, then report
     }
     const res = this.res

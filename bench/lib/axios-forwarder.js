@@ -2,7 +2,7 @@
 
 const http = require('node:http')
 const axios = require('axios')
-const { RETRY_NEWER_MAP } = require('../../core/http')
+const { RETRY_NEWER_MAP, OWNER_HINT } = require('../../core/http')
 const { appendResponseHeaders } = require('../../core/forwarder')
 
 /**
@@ -66,7 +66,7 @@ class AxiosForwarder {
     }
     if (upstream.status === 421 || (upstream.status === 503 && upstream.headers[RETRY_NEWER_MAP.name] === RETRY_NEWER_MAP.value)) {
       stream.resume()
-      return { misdirected: true, generation: Number(upstream.headers['x-chopper-generation']) }
+      return { misdirected: true, generation: Number(upstream.headers['x-chopper-generation']), owners: upstream.headers[OWNER_HINT] || null }
     }
     const raw = []
     for (const [name, value] of Object.entries(upstream.headers)) {
