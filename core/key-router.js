@@ -24,6 +24,15 @@ const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOS
 // A key can meet several handoffs in a row (a hot slice moved twice): retry a
 // few times, always within the hold deadline.
 const MAX_RETRIES = 4
+// A 421 from a server whose map is newer than ours names the key's servers
+// (X-Chopper-Owner, core/http.js OWNER_HINT). When no newer map comes, the
+// request tries the named server, as one of its retries: at once when the
+// pull just failed (we are cut from the controllers, and a push cannot reach
+// us either), else after this share of the hold, time enough for the push
+// or one of the pulls (every 100 ms) that normally bring the map. Safe
+// without the map: the named server's shard guard admits only what its own
+// map gives it, and answers 421 otherwise.
+const HINT_AFTER_SHARE = 0.25
 
 const NOTHING = Object.freeze({ inc () {}, labels () { return NOTHING } })
 /** The counters a router keeps when its owner has no metrics (the client). */
@@ -31,6 +40,25 @@ const NO_METRICS = Object.freeze({ upstreamErrors: NOTHING, retries: NOTHING, mi
 
 function retryableAfter (err, method) {
   return NOT_SENT_CODES.has(err.code) || isSafe(method)
+}
+
+/**
+ * The server a 421 `outcome` names (core/forwarder.js `owners`) that this
+ * request may try: one of `map`'s servers (an id it does not know is
+ * ignored: it has no URL for it) not in `tried`; for a write only the
+ * primary, the first named. null when there is none, or when the refusing
+ * server's map is not newer than `generation`, the one the request was sent
+ * with: then its hint is no better than ours.
+ */
+function hintedServer (outcome, generation, map, read, tried) {
+  if (outcome.owners == null || !(outcome.generation > generation)) return null
+  const ids = outcome.owners.split(',')
+  const n = read ? ids.length : 1
+  for (let i = 0; i < n; i++) {
+    const id = ids[i].trim()
+    if (Object.hasOwn(map.assignment.servers, id) && !tried.includes(id)) return id
+  }
+  return null
 }
 
 /**
@@ -52,9 +80,11 @@ function retryableAfter (err, method) {
  * held whole) and, after a broken connection (not a refused one), only when
  * it is a read: a write whose connection broke after it was sent may have
  * applied, and fails with CHOPPER_ERR_WRITE_INDETERMINATE. A read of a
- * replicated slice retries on another replica without waiting. So a request
- * that meets a handoff or a dead server is delayed, not failed, unless it is
- * a write the dead server may have applied.
+ * replicated slice retries on another replica without waiting. When the 421
+ * came from a server with a newer map and no newer map arrives (we are cut
+ * from the controllers), the request tries the server that 421 names instead
+ * (HINT_AFTER_SHARE). So a request that meets a handoff or a dead server is
+ * delayed, not failed, unless it is a write the dead server may have applied.
  *
  * A request is an *exchange*, one object its owner builds:
  *   { method, path, appKey, key (its slice key), size, read, body (null, a
@@ -73,6 +103,7 @@ function retryableAfter (err, method) {
  * @returns {{ route: (exchange) => void, table, replicas, forwarder }}
  */
 function createKeyRouter ({ table, replicas, forwarder, metrics = NO_METRICS, holdMs = 3000, logger = silent }) {
+  const hintAfterMs = holdMs * HINT_AFTER_SHARE
   // The headers every answer gets, per map and owner: built once, shared read-only.
   let extraFor = null
   let extraMap = null
@@ -117,6 +148,7 @@ function createKeyRouter ({ table, replicas, forwarder, metrics = NO_METRICS, ho
     const { method, read, key, appKey, replayable } = ex
     let tried // servers that failed this request (421, unreachable): a read takes another replica while there is one
     let deadline = 0
+    let hint = null // the server a 421 named, for the next attempt
     for (let n = 0; ; n++) {
       let owner, origin, generation, outcome
       try {
@@ -125,7 +157,13 @@ function createKeyRouter ({ table, replicas, forwarder, metrics = NO_METRICS, ho
           if (first.err) throw first.err
           outcome = first.outcome
         } else {
-          const slot = await replicas.place(table, key, read, ex.size, tried)
+          let slot
+          if (hint !== null) {
+            slot = replicas.slotOf(hint) // not where our map routes the key: that server's guard decides
+            hint = null
+          } else {
+            slot = await replicas.place(table, key, read, ex.size, tried)
+          }
           const map = table.map
           owner = replicas.ids[slot]
           origin = map.urlOf(owner)
@@ -184,7 +222,19 @@ function createKeyRouter ({ table, replicas, forwarder, metrics = NO_METRICS, ho
       // The server told us we are behind, or that it cannot admit the key yet:
       // a newer map decides; wait for it (bounded), then try whoever it names.
       await table.refresh()
-      if (table.generation <= generation) await table.waitNewer(generation, { timeoutMs: deadline - Date.now() })
+      if (table.generation <= generation) {
+        const named = hintedServer(outcome, generation, table.map, read, tried)
+        if (named === null) {
+          await table.waitNewer(generation, { timeoutMs: deadline - Date.now() })
+        } else {
+          if (!table.pullFailing) await table.waitNewer(generation, { timeoutMs: Math.min(hintAfterMs, deadline - Date.now()) })
+          if (table.generation <= generation) {
+            hint = named
+            metrics.retries.inc({ reason: 'hint' })
+            continue
+          }
+        }
+      }
       if (table.generation <= generation && n > 0) {
         throw new UpstreamUnavailableError(`slice ownership for key ${JSON.stringify(appKey)} is moving; retry the request`)
       }

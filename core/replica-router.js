@@ -163,6 +163,15 @@ class ReplicaRouter {
     return slot
   }
 
+  /**
+   * The slot of server `id`, one of the current map's servers, for an attempt
+   * the map does not choose (a 421's owner hint, core/key-router.js): its
+   * requests are counted like any other.
+   */
+  slotOf (id) {
+    return this.#slot(id)
+  }
+
   /** Avoid server `id` for reads of replicated slices for a while: it refused a connection. */
   suspect (id) {
     const until = Date.now() + this.suspectMs

@@ -23,6 +23,9 @@ class RoutingTable {
     this.inflight = null
     this.waiters = new WaitList() // woken by every new map
     this.stats = { accepted: 0, rejected: 0, unchanged: 0, pullFailures: 0 }
+    // The last pull failed (the controller is unreachable): a router then
+    // tries a 421's owner hint at once rather than wait (core/key-router.js).
+    this.pullFailing = false
   }
 
   get generation () {
@@ -76,8 +79,10 @@ class RoutingTable {
     this.inflight = (async () => {
       try {
         const assignment = await this.pull()
+        this.pullFailing = false
         if (assignment && (!this.map || assignment.generation > this.map.generation)) this.set(assignment)
       } catch (err) {
+        this.pullFailing = true
         this.stats.pullFailures++
         this.logger.warn({ err }, 'assignment pull failed')
       } finally {

@@ -7,6 +7,8 @@ const compute = require('../../apps/compute')
 const { SliceMap } = require('../../core/slice-map')
 const { sliceKey } = require('../../core/keyspace')
 const { pollUntil } = require('../../core/poll')
+const { freePort } = require('../../core/http')
+const { ControllerClient } = require('../../core/controller-client')
 const { call, putJson, runLimited } = require('../helpers/http')
 
 const KEYS = Array.from({ length: 60 }, (_, i) => `k${i}`)
@@ -32,8 +34,8 @@ describe('routing safety', () => {
     return s
   }
 
-  async function frontendUp (controllerUrl) {
-    const fe = createFrontend({ controllerUrl, pullIntervalMs: 0 })
+  async function frontendUp (controllerUrl, options = {}) {
+    const fe = createFrontend({ controllerUrl, pullIntervalMs: 0, ...options })
     await fe.start()
     closers.push(() => fe.close())
     return fe
@@ -75,6 +77,58 @@ describe('routing safety', () => {
       const own = KEYS.filter((k) => current.ownerOf(sliceKey(k)) === s.guard.serverId).length
       expect(s.guard.stats.admitted).toBe(own)
     }
+  })
+
+  // The front end is cut from the controllers: no pushes reach it, and its
+  // pulls either fail (nothing listens) or bring back the map it holds (a
+  // controller that has not caught up). Neither gets it the moved slices.
+  const cuts = {
+    'pulls fail': async (fe) => {
+      const dead = new ControllerClient({ controllerUrl: `http://127.0.0.1:${await freePort()}` })
+      closers.push(() => dead.close())
+      fe.table.pull = () => dead.getAssignment(fe.table.generation)
+    },
+    'pulls bring the old map': async (fe) => {
+      const old = fe.table.map.assignment
+      fe.table.pull = async () => old
+    }
+  }
+  test.each(Object.keys(cuts))('a front end cut from the controllers (%s) serves moved keys on the server the 421 names', async (cut) => {
+    const controller = await controllerUp()
+    const servers = [await serverUp('app-1', controller.url), await serverUp('app-2', controller.url)]
+    expect(await controller.settled(5000)).toBe(true)
+    const fe = await frontendUp(controller.url, { holdMs: 1000 })
+    await pollUntil(() => fe.table.generation === controller.published.generation, { what: 'front end synced' })
+    expect((await call(`${controller.url}/v1/frontends/${fe.id}`, { method: 'DELETE' })).status).toBe(200)
+    await cuts[cut](fe)
+    const stale = new SliceMap(fe.table.map.assignment)
+
+    // Slices move between servers the front end knows: three of app-1's go to app-2.
+    const slices = new Set(KEYS.filter((k) => stale.ownerOf(sliceKey(k)) === 'app-1').map((k) => stale.indexOf(sliceKey(k))))
+    expect(slices.size).toBeGreaterThan(0)
+    for (const i of [...slices].slice(0, 3)) {
+      expect(controller.moveSlice(stale.starts[i], 'app-2').changed).toBe(true)
+      expect(await controller.settled(5000)).toBe(true)
+    }
+    const current = new SliceMap(controller.assignment)
+    await pollUntil(() => servers.every((s) => s.guard.generation === current.generation), { what: 'servers synced' })
+    const moved = KEYS.filter((k) => stale.ownerOf(sliceKey(k)) !== current.ownerOf(sliceKey(k)))
+    expect(moved.length).toBeGreaterThan(0)
+
+    // The old owner's refusal names the new owner, by id.
+    const refusal = await call(`${servers[0].urls.url}/compute?key=${moved[0]}&n=5`)
+    expect(refusal.status).toBe(421)
+    expect(refusal.headers['x-chopper-generation']).toBe(String(current.generation))
+    expect(refusal.headers['x-chopper-owner']).toBe('app-2')
+
+    // Without the hint each moved key would wait out the hold and fail with 503.
+    const responses = await runLimited(KEYS.map((k) => () => call(`${fe.urls.url}/compute?key=${k}&n=5`)), 4)
+    const failed = responses.filter((r) => r.status !== 200).length
+    expect(failed).toBe(0)
+    responses.forEach((r, i) => expect(r.headers['x-served-by']).toBe(current.ownerOf(sliceKey(KEYS[i]))))
+    expect(fe.table.generation).toBe(stale.generation) // still cut: served without the new map
+    const metrics = (await call(`${fe.urls.url}/metrics`)).body
+    expect(metrics).toMatch(/chopper_frontend_retries_total\{reason="hint"\} [1-9]/)
   })
 
   test('a malformed assignment push is rejected with a JSON 4xx and the old map is kept', async () => {
