@@ -221,18 +221,19 @@ function createKeyRouter ({ table, replicas, forwarder, metrics = NO_METRICS, ho
       }
       // The server told us we are behind, or that it cannot admit the key yet:
       // a newer map decides; wait for it (bounded), then try whoever it names.
-      await table.refresh()
-      if (table.generation <= generation) {
-        const named = hintedServer(outcome, generation, table.map, read, tried)
-        if (named === null) {
-          await table.waitNewer(generation, { timeoutMs: deadline - Date.now() })
-        } else {
-          if (!table.pullFailing) await table.waitNewer(generation, { timeoutMs: Math.min(hintAfterMs, deadline - Date.now()) })
-          if (table.generation <= generation) {
-            hint = named
-            metrics.retries.inc({ reason: 'hint' })
-            continue
-          }
+      const named = table.generation <= generation ? hintedServer(outcome, generation, table.map, read, tried) : null
+      if (named === null) {
+        await table.refresh()
+        if (table.generation <= generation) await table.waitNewer(generation, { timeoutMs: deadline - Date.now() })
+      } else {
+        // Not waiting on the pull itself: cut from the controllers, it hangs
+        // until its timeout. Its answer, or a push, wakes waitNewer.
+        table.refresh()
+        if (!table.pullFailing) await table.waitNewer(generation, { timeoutMs: Math.min(hintAfterMs, deadline - Date.now()) })
+        if (table.generation <= generation) {
+          hint = named
+          metrics.retries.inc({ reason: 'hint' })
+          continue
         }
       }
       if (table.generation <= generation && n > 0) {

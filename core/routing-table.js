@@ -67,7 +67,9 @@ class RoutingTable {
       const left = deadline - Date.now()
       if (left <= 0) break
       await this.waiters.wait(Math.min(left, pullEveryMs))
-      if (this.generation <= generation) await this.refresh()
+      // Not awaited: a pull that hangs (the controller cut off) must not hold
+      // us past the deadline; a newer map it brings wakes the waiters.
+      if (this.generation <= generation) this.refresh()
     }
     return this.map
   }
