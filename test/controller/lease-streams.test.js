@@ -59,6 +59,33 @@ describe('lease streams', () => {
     while (closers.length) await closers.pop()()
   })
 
+  /**
+   * An older controller, or a proxy: every HTTP call answered `status` with a
+   * lease, every upgrade refused 404 with error `code`. `seen` lists the calls;
+   * `c` is a ControllerClient of it.
+   */
+  async function olderController (status, code) {
+    const seen = []
+    const server = http.createServer((req, res) => {
+      seen.push(`${req.method} ${req.url}`)
+      req.resume()
+      req.on('end', () => {
+        res.writeHead(status, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ lease: { leaseMs: 1500, minGeneration: 1 } }))
+      })
+    })
+    server.on('upgrade', (req, socket) => {
+      seen.push(`upgrade ${req.url}`)
+      const body = JSON.stringify({ error: { code, message: 'refused' } })
+      socket.end(`HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`)
+    })
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    closers.push(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve) }))
+    const c = new ControllerClient({ controllerUrl: `http://127.0.0.1:${server.address().port}`, clusterToken: TOKEN })
+    closers.push(() => c.close())
+    return { seen, c }
+  }
+
   test('a member renews over one stream; the answer is the HTTP renewal\'s', async () => {
     await start()
     const first = await register('a')
@@ -184,24 +211,7 @@ describe('lease streams', () => {
 
   test('a controller without streams, or a proxy that refuses the upgrade, is renewed over HTTP', async () => {
     // An older controller: the upgrade route does not exist (404 CHOPPER_ERR_NOT_FOUND); the lease route does.
-    const seen = []
-    const server = http.createServer((req, res) => {
-      seen.push(`${req.method} ${req.url}`)
-      req.resume()
-      req.on('end', () => {
-        res.writeHead(200, { 'content-type': 'application/json' })
-        res.end(JSON.stringify({ lease: { leaseMs: 1500, minGeneration: 1 } }))
-      })
-    })
-    server.on('upgrade', (req, socket) => {
-      seen.push(`upgrade ${req.url}`)
-      const body = JSON.stringify({ error: { code: 'CHOPPER_ERR_NOT_FOUND', message: 'no route' } })
-      socket.end(`HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`)
-    })
-    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
-    closers.push(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve) }))
-    const c = new ControllerClient({ controllerUrl: `http://127.0.0.1:${server.address().port}`, clusterToken: TOKEN })
-    closers.push(() => c.close())
+    const { seen, c } = await olderController(200, 'CHOPPER_ERR_NOT_FOUND')
     for (let i = 0; i < 3; i++) {
       expect((await c.renewLease('a', { generation: 1, drainedGeneration: 1 })).lease.leaseMs).toBe(1500)
       await pollUntil(() => c.opening === null, { timeoutMs: 5000, what: 'the upgrade answered' })
@@ -227,24 +237,7 @@ describe('lease streams', () => {
 
   test('a controller that takes no registrations over streams is registered with by HTTP', async () => {
     // An older controller: an upgrade for an id it does not know is refused (404 CHOPPER_ERR_UNKNOWN_SERVER).
-    const seen = []
-    const server = http.createServer((req, res) => {
-      seen.push(`${req.method} ${req.url}`)
-      req.resume()
-      req.on('end', () => {
-        res.writeHead(201, { 'content-type': 'application/json' })
-        res.end(JSON.stringify({ lease: { leaseMs: 1500, minGeneration: 1 } }))
-      })
-    })
-    server.on('upgrade', (req, socket) => {
-      seen.push(`upgrade ${req.url}`)
-      const body = JSON.stringify({ error: { code: 'CHOPPER_ERR_UNKNOWN_SERVER', message: 'unknown app server a: register first' } })
-      socket.end(`HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`)
-    })
-    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
-    closers.push(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve) }))
-    const c = new ControllerClient({ controllerUrl: `http://127.0.0.1:${server.address().port}`, clusterToken: TOKEN })
-    closers.push(() => c.close())
+    const { seen, c } = await olderController(201, 'CHOPPER_ERR_UNKNOWN_SERVER')
     const answer = await c.registerServer({ id: 'a', url: 'http://127.0.0.1:2998', controlUrl: 'http://127.0.0.1:9' })
     expect(answer.lease.leaseMs).toBe(1500)
     expect(seen).toEqual(['upgrade /v1/servers/a/lease-stream', 'POST /v1/servers'])
