@@ -2,7 +2,7 @@
 
 const express = require('express')
 const { sliceKey } = require('../../core/keyspace')
-const { jsonErrorHandler, RETRY_NEWER_MAP } = require('../../core/http')
+const { jsonErrorHandler, RETRY_NEWER_MAP, OWNER_HINT } = require('../../core/http')
 const { defaultKeyFrom } = require('../../core/request-key')
 const { generationOf: generationOfVersion, clockOf } = require('./version')
 
@@ -104,6 +104,9 @@ function createRoutes ({ service, maxValueBytes, serverId, urlOf, awaitGeneratio
     if (writer !== serverId) {
       metrics.notPrimary.inc()
       res421Generation(req)
+      // The writer our map names, as the shard guard's 421 names owners: a
+      // router whose older map cannot be refreshed (cut from the controllers) tries it.
+      if (req.res) req.res.setHeader(OWNER_HINT, writer)
       throw new NotPrimaryError(`server ${serverId} is a replica, not the writer, of key ${JSON.stringify(defaultKeyFrom(req))}'s slice; writes go to ${writer}`)
     }
     const out = []

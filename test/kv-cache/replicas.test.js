@@ -560,6 +560,7 @@ describe('kv-cache with replicated slices', () => {
     expect(r.body.error.code).toBe('CHOPPER_ERR_NOT_PRIMARY')
     expect(r.body.error.message).toMatch(/writes go to A/)
     expect(r.headers['x-chopper-generation']).toBe(String(GEN))
+    expect(r.headers['x-chopper-owner']).toBe('A') // the writer, for a router that cannot get the map
     expect(r.headers['x-kv-outcome']).toBeUndefined()
     expect((await call(kvUrl(C.url, 'k4'), { method: 'DELETE' })).body.error.code).toBe('CHOPPER_ERR_NOT_PRIMARY')
     expect(await env.h.dynamoClient(env.dynamo.endpoint).get(TABLE, 'k4')).toBe('v1')
