@@ -16,8 +16,9 @@ const { signMap, hashBody } = require('../core/cluster-auth')
  * needs it (signMap), not once per target. At most `concurrency` pushes by
  * HTTP and `streamConcurrency` over lease streams are in flight; the rest
  * queue, so a generation to thousands of members does not crowd out the
- * renewals that carry failure detection. A streamed push costs a write of
- * the shared body on a connection already open, so more of them may be.
+ * renewals that carry failure detection. Each kind has its own bound and
+ * queue, so front ends' pushes do not wait behind thousands of newcomers'
+ * maps on their streams, nor the reverse.
  *
  * Each target converges on the newest generation on its own: a failed or
  * late push is retried with capped exponential backoff, and a retry always
@@ -34,7 +35,7 @@ class Pusher {
    * @param {number} [options.historySize] generations kept to diff from
    * @param {number} [options.gzipAbove] full maps of more bytes are sent gzipped
    */
-  constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, concurrency = 64, streamConcurrency = 256, canStream = () => false, historySize = 64, gzipAbove = 32 * 1024, selectiveAbove = Infinity, onAck = () => {}, viaStream = () => null, clusterToken, logger = silent } = {}) {
+  constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, concurrency = 64, streamConcurrency = 64, canStream = () => false, historySize = 64, gzipAbove = 32 * 1024, selectiveAbove = Infinity, onAck = () => {}, viaStream = () => null, clusterToken, logger = silent } = {}) {
     this.onAck = onAck
     this.http = new JsonClient({ timeoutMs, clusterToken, connections: 1 })
     this.token = clusterToken
@@ -91,6 +92,10 @@ class Pusher {
     const t = this.targets.get(key)
     if (t) clearTimeout(t.timer)
     this.targets.delete(key)
+    this.#unqueue(key)
+  }
+
+  #unqueue (key) {
     for (const w of Object.values(this.waiting)) {
       w.queue.delete(key)
       w.urgent.delete(key)
@@ -302,9 +307,14 @@ class Pusher {
     const streamed = this.#streams(key)
     if (streamed ? this.inflightStreamed >= this.streamConcurrency : this.inflight >= this.concurrency) {
       const w = streamed ? this.waiting.stream : this.waiting.http
-      if (!w.urgent.has(key)) w.queue.add(key)
+      // Queued once: a key queued the other way (its stream opened or broke since) moves here, urgent if it was.
+      const other = streamed ? this.waiting.http : this.waiting.stream
+      other.queue.delete(key)
+      if (other.urgent.delete(key) || w.urgent.has(key)) w.urgent.add(key)
+      else w.queue.add(key)
       return
     }
+    this.#unqueue(key) // sent now: out of any queue it waited in
     this.#send(key, t)
   }
 

@@ -139,6 +139,20 @@ describe('Pusher', () => {
     expect(pusher.inflight + pusher.inflightStreamed).toBe(0)
   })
 
+  test('a queued push whose way changed (its stream broke) waits once, on the new way', () => {
+    let streams = true
+    pusher = new Pusher({ concurrency: 1, streamConcurrency: 1, canStream: () => streams, viaStream: () => new Promise(() => {}) })
+    pusher.publish(map(1, 'a'))
+    for (let i = 0; i < 3; i++) pusher.addTarget(`server:s${i}`, 'http://127.0.0.1:9')
+    expect(pusher.queued).toBe(2) // s0 in flight over its stream; s1, s2 wait
+    pusher.want('server:s2') // urgent
+    streams = false // the streams broke: the next generation queues them by HTTP
+    pusher.publish(map(2, 'b'))
+    expect(pusher.waiting.stream.queue.size + pusher.waiting.stream.urgent.size).toBe(0)
+    expect([...pusher.waiting.http.urgent]).toEqual(['server:s2'])
+    expect(pusher.queued).toBe(1) // s1 took the free HTTP slot; s2 waits, urgent, once
+  })
+
   test('a server needs the last generation that changed its slices; only front ends need every one', () => {
     pusher = new Pusher({ selectiveAbove: 1 })
     pusher.publish(map(1, 'a')) // the first map: every server needs it
