@@ -134,6 +134,8 @@ describe('failure detection, eviction and drain', () => {
         await old.close()
         expect(controller.assignment.slices.every((s) => s.servers[0] !== id)).toBe(true)
         await startServer(id)
+        // Its join laid out first (it may wait in the batch window): a move to it needs it in the layout.
+        expect(await controller.settled(5000)).toBe(true)
         // Keep the load on long enough to cross the restart.
         await pollUntil(() => sent > before + 50, { what: 'traffic during the restart' })
         // Give the new server work again so the next drain moves something real.
