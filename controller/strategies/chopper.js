@@ -5,7 +5,7 @@ const { InvalidArgumentError } = require('../../core/errors')
 const {
   validateAssignment, evenAssignment, cloneAssignment, keyChurn, imbalance, cutEvenly
 } = require('../../core/assignment')
-const { indexServers, frozenFlags, toColumns, toColumnsWithSets, serversOf } = require('./columns')
+const { indexServers, frozenFlags, toColumns, toColumnsWithSets, toResultSlices } = require('./columns')
 const { resolveOptions, expect, toLoads, checkServers, resolveInputs } = require('./inputs')
 const { mergeColumns } = require('./merge')
 const { moveColumns } = require('./move')
@@ -14,6 +14,7 @@ const membership = require('./chopper-membership')
 const { replicateColumns } = require('./replicate')
 const { primaryColumns } = require('./primaries')
 const { roundChurn } = require('./round-churn')
+const { take, withScratch, own } = require('./scratch')
 
 /**
  * The Chopper balancing strategy (paper 5.2): one round runs merge, move and
@@ -192,7 +193,7 @@ function knownImbalance (c, rep, index, frozen, sets) {
 
 /** Per input slice, 1 when one of its servers is frozen (its load is a stale guess): hot-key cuts leave it. */
 function staleSlices (c, slices, index, frozen) {
-  const out = new Uint8Array(c.n)
+  const out = take(Uint8Array, c.n)
   for (let i = 0; i < c.n; i++) {
     for (const id of slices[c.src[i]].servers) if (frozen[index.indexOf.get(id)]) out[i] = 1
   }
@@ -223,6 +224,18 @@ function staleSlices (c, slices, index, frozen) {
  *   servers; `frozen` lists the frozen servers, sorted.
  */
 function chopperRound (assignment, loads, opts, inputs) {
+  // the round's columns are lent (./scratch.js); what the result keeps is copied out
+  return withScratch(() => round(assignment, loads, opts, inputs))
+}
+
+/** A lent copy of a typed array. */
+function copyOf (a) {
+  const out = take(a.constructor, a.length)
+  out.set(a)
+  return out
+}
+
+function round (assignment, loads, opts, inputs) {
   const o = options(opts)
   validateAssignment(assignment)
   const load = toLoads(loads, assignment.slices.length)
@@ -239,8 +252,8 @@ function chopperRound (assignment, loads, opts, inputs) {
   const cols = read.cols
   const input = o.replicate ? { rep: read.rep, sets: read.sets } : null
   // the input's first servers and ends, for the round's churn (the phases change `cols` in place)
-  const inputOwner = input ? cols.owner.slice() : null
-  const inputEnds = input ? cols.end.slice() : null
+  const inputOwner = input ? copyOf(cols.owner) : null
+  const inputEnds = input ? copyOf(cols.end) : null
   const before = knownImbalance(cols, input ? input.rep : cols.rep, index, frozen, input && input.sets)
 
   let total = 0
@@ -305,16 +318,14 @@ function chopperRound (assignment, loads, opts, inputs) {
       frozen
     })
     : null
-  const slices = new Array(c.n)
-  for (let i = 0; i < c.n; i++) slices[i] = { start: c.start[i], end: c.end[i], servers: serversOf(c, i, index, assignment.slices, sets) }
-  if (primaries) for (const [i, list] of primaries.reordered) slices[i].servers = list.map((s) => index.ids[s])
+  const slices = toResultSlices(c, index, assignment.slices, sets, input, primaries && primaries.reordered)
   const next = { generation: assignment.generation, slices, servers: cloneAssignment({ slices: [], servers: assignment.servers }).servers }
   const churn = replicated
     ? { merge: merged.churn, move: moved.churn, replicate: replicated.churn, total: roundChurn(inputEnds, inputOwner, input, c, sets) }
     : { merge: merged.churn, move: moved.churn, total: keyChurn(assignment, next) }
   return {
     assignment: next,
-    loads: c.load, // the round's own column (a view when nothing split): no copy
+    loads: own(c.load), // a copy: the round's columns go back to the pool
     churn,
     ops: replicated ? [...cut.ops, ...replicated.ops, ...merged.ops, ...moved.ops, ...split.ops, ...(primaries ? primaries.ops : [])] : [...cut.ops, ...merged.ops, ...moved.ops, ...split.ops],
     imbalance: { before, after: knownImbalance(c, c.rep, index, frozen, sets) },

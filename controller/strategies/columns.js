@@ -1,5 +1,7 @@
 'use strict'
 
+const { take } = require('./scratch')
+
 /**
  * Slices as parallel typed arrays ("columns"), the form the round works on.
  *
@@ -30,14 +32,14 @@
 class Columns {
   constructor (n) {
     this.n = n
-    this.start = new Float64Array(n) // keys go up to 2^32, beyond Int32/Uint32 for `end`
-    this.end = new Float64Array(n)
-    this.owner = new Int32Array(n) // index into the sorted server ids
-    this.load = new Float64Array(n)
-    this.src = new Int32Array(n)
-    this.rep = new Int32Array(n).fill(-1)
-    this.hot = new Float64Array(n).fill(-1)
-    this.hotLoad = new Float64Array(n)
+    this.start = take(Float64Array, n) // keys go up to 2^32, beyond Int32/Uint32 for `end`
+    this.end = take(Float64Array, n)
+    this.owner = take(Int32Array, n) // index into the sorted server ids
+    this.load = take(Float64Array, n)
+    this.src = take(Int32Array, n)
+    this.rep = take(Int32Array, n, -1)
+    this.hot = take(Float64Array, n, -1)
+    this.hotLoad = take(Float64Array, n)
   }
 
   /** Copy slice `i` of `from` to position `k` of this. */
@@ -79,9 +81,9 @@ class ReplicaSets {
    */
   constructor (capacity, members) {
     this.count = 0
-    this.offset = new Int32Array(capacity)
-    this.size = new Int32Array(capacity)
-    this.pool = new Int32Array(members)
+    this.offset = take(Int32Array, capacity)
+    this.size = take(Int32Array, capacity)
+    this.pool = take(Int32Array, members)
     this.used = 0
   }
 
@@ -136,7 +138,7 @@ function indexSets (slices, indexOf, owner) {
     count++
     members += k
   }
-  const rep = new Int32Array(slices.length).fill(-1)
+  const rep = take(Int32Array, slices.length, -1)
   const sets = new ReplicaSets(count, members)
   for (let i = 0; i < slices.length; i++) {
     const names = slices[i].servers
@@ -165,7 +167,7 @@ function appendSet (sets, first, names, indexOf) {
 function toColumnsWithSets (slices, index, loads, hotKeys = null) {
   const n = slices.length
   const c = new Columns(n)
-  const rep = new Int32Array(n).fill(-1)
+  const rep = take(Int32Array, n, -1)
   // room for two servers a slice (a standby for every slice, the default); grown when short
   const sets = new ReplicaSets(n, 2 * n)
   for (let i = 0; i < n; i++) {
@@ -174,7 +176,7 @@ function toColumnsWithSets (slices, index, loads, hotKeys = null) {
     const names = s.servers
     if (names.length < 2) continue
     if (sets.used + names.length > sets.pool.length) {
-      const pool = new Int32Array(Math.max(2 * sets.pool.length, sets.used + names.length))
+      const pool = take(Int32Array, Math.max(2 * sets.pool.length, sets.used + names.length))
       pool.set(sets.pool)
       sets.pool = pool
     }
@@ -244,6 +246,61 @@ function serversOf (c, i, index, srcSlices, sets) {
   return c.src[i] >= 0 ? srcSlices[c.src[i]].servers.slice() : [index.ids[c.owner[i]]]
 }
 
+/**
+ * The round's result slices from its final columns. A slice that the round
+ * left as it was (same start, end and servers, in order, and not `moving`)
+ * is the input's own object, not a copy; every other slice is a new
+ * `{ start, end, servers }` with a fresh list.
+ * Why: at 10,000 servers a round changes about 1 % of a million slices, and
+ * copying the other 99 % was a fifth of the round, most of it garbage
+ * collection (docs/algorithm.md, "Performance"). Sharing is safe because no
+ * one mutates an assignment's slices: every strategy and the controller copy
+ * a slice before they change it (core/assignment.js cloneAssignment), and
+ * map diffs already share unchanged slices between generations.
+ * @param {Columns} c the final columns
+ * @param {{ids:string[], indexOf:Map<string, number>}} index
+ * @param {Array<{start:number, end:number, servers:string[]}>} srcSlices the round's input slices
+ * @param {ReplicaSets|null} sets the round's replica sets (`c.rep`), if any
+ * @param {{rep:Int32Array, sets:ReplicaSets}|null} input the input's own sets (`src` indexes them)
+ * @param {Map<number, number[]>} [reordered] slices whose servers the primary phase reordered (indices)
+ */
+function toResultSlices (c, index, srcSlices, sets, input, reordered) {
+  const out = new Array(c.n)
+  const { ids } = index
+  for (let i = 0; i < c.n; i++) {
+    const list = reordered && reordered.get(i)
+    if (list) {
+      out[i] = { start: c.start[i], end: c.end[i], servers: list.map((s) => ids[s]) }
+      continue
+    }
+    const j = c.src[i]
+    if (j >= 0) {
+      const was = srcSlices[j]
+      // a moving slice's flags are not the result's: it gets a plain copy
+      if (was.start === c.start[i] && was.end === c.end[i] && was.moving === undefined && sameServers(c, i, index, sets, input, j, was)) {
+        out[i] = was
+        continue
+      }
+    }
+    out[i] = { start: c.start[i], end: c.end[i], servers: serversOf(c, i, index, srcSlices, sets) }
+  }
+  return out
+}
+
+/** True when slice i of the columns lists the same servers, in order, as input slice j (`was`). */
+function sameServers (c, i, index, sets, input, j, was) {
+  const r = c.rep[i]
+  if (r < 0) return true // its list is the input's list (`src`)
+  const size = sets.size[r]
+  if (was.servers.length !== size) return false
+  const q = input ? input.rep[j] : -1
+  if (q < 0) return size === 1 && sets.pool[sets.offset[r]] === index.indexOf.get(was.servers[0]) // a set of one: the input's one server
+  const o = sets.offset[r]
+  const p = input.sets.offset[q]
+  for (let k = 0; k < size; k++) if (sets.pool[o + k] !== input.sets.pool[p + k]) return false
+  return true
+}
+
 /** Working slices `{ start, end, servers, load }` from columns. */
 function toWorking (c, index, srcSlices) {
   const out = new Array(c.n)
@@ -253,4 +310,4 @@ function toWorking (c, index, srcSlices) {
   return out
 }
 
-module.exports = { Columns, ReplicaSets, indexSets, indexServers, frozenFlags, toColumns, toColumnsWithSets, serversOf, toWorking }
+module.exports = { Columns, ReplicaSets, indexSets, indexServers, frozenFlags, toColumns, toColumnsWithSets, serversOf, toResultSlices, toWorking }

@@ -1,6 +1,7 @@
 'use strict'
 
 const { indexServers, frozenFlags, toColumns, toWorking } = require('./columns')
+const { take } = require('./scratch')
 
 /**
  * Chopper's move phase (paper 5.2.3): move slices from hot servers to the
@@ -235,7 +236,7 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   // So server s's share of set r is listed when s is above the mean and no
   // server of the set is below it (s itself is not, being above); `listed[i]`
   // keeps that answer for slice i, so the set is read once for it and once to list it.
-  const listed = new Uint8Array(n)
+  const listed = take(Uint8Array, n)
   // what each server holds, listed or not, for the "fewer than two slices" donor rule
   const holds = length.slice()
   if (shares) {
@@ -257,11 +258,11 @@ function moveColumns (c, ids, { ratio, meanRatio = 0, churnLimit, skipOverBudget
   }
   const offset = new Int32Array(m + 1)
   for (let s = 0; s < m; s++) offset[s + 1] = offset[s] + length[s]
-  const list = new Int32Array(offset[m])
+  const list = take(Int32Array, offset[m])
   // Beside each entry, what moving it takes off its donor: the slice's load, or one share
   // (a set's size does not change within the phase). Kept with the list, not per slice,
   // so a scan reads both in order: per slice, at a million slices, each read was a cache miss.
-  const amounts = new Float64Array(offset[m])
+  const amounts = take(Float64Array, offset[m])
   const fill = offset.slice(0, m)
   for (let i = 0; i < n; i++) {
     const r = rep[i]

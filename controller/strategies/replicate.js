@@ -2,6 +2,7 @@
 
 const { SortedServers, coolestFirst } = require('./move')
 const { ReplicaSets } = require('./columns')
+const { take } = require('./scratch')
 
 /**
  * Chopper's replication phase: asymmetric replication of hot slices, as in
@@ -75,9 +76,9 @@ function replicateColumns (c, ids, input, { fraction, minReplicas, maxReplicas, 
   const inputRep = input.rep
   const src = c.src
   const from = (i) => inputRep[src[i]]
-  const changed = new Uint8Array(n)
+  const changed = take(Uint8Array, n)
   const newSets = new Map()
-  const stale = new Uint8Array(n) // one of its servers is frozen: the slice is left as it is
+  const stale = take(Uint8Array, n) // one of its servers is frozen: the slice is left as it is
   let sliceTotal = 0 // over the slices that are not stale, for the mean slice load
   let sliceCount = 0
   for (let i = 0; i < n; i++) {
