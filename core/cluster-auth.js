@@ -3,6 +3,7 @@
 const crypto = require('node:crypto')
 const express = require('express')
 const { InvalidArgumentError, UnauthenticatedError, ForbiddenError, ReplayCacheFullError } = require('./errors')
+const { isRead } = require('./http-methods')
 const { HEADERS, CREDENTIAL_HEADER, MIN_TOKEN_LENGTH, validateToken, bodyBytes, mac, signRequest, readCredential } = require('./request-signing')
 
 /**
@@ -167,7 +168,7 @@ function verifyMiddleware (verifier, { maps = false, reads = null } = {}) {
   return function verifySignature (req, res, next) {
     try {
       if (req.headers[CREDENTIAL_HEADER] !== undefined) {
-        if (!reads || req.headers[CREDENTIAL_HEADER] !== 'read' || (req.method !== 'GET' && req.method !== 'HEAD')) {
+        if (!reads || req.headers[CREDENTIAL_HEADER] !== 'read' || !isRead(req.method)) {
           verifier.stats.forbidden++
           throw new ForbiddenError('a read credential signs map reads (GET) only: this call takes the cluster token')
         }

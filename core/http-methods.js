@@ -10,7 +10,9 @@
  *   that drains writes (`handoffDrain: 'writes'`) waits for every request
  *   that is not safe.
  * - Read (GET, HEAD): may be served by any replica of a replicated slice;
- *   everything else goes to the slice's primary (docs/replication.md).
+ *   everything else goes to the slice's primary (docs/replication.md). A
+ *   client's read credential signs reads only (core/cluster-auth.js), and a
+ *   front end answers reads of `/healthz` and `/metrics` itself.
  */
 
 /** @param {string} method upper case, as Node parses it */

@@ -14,6 +14,7 @@ const { createControlPlane } = require('./control-plane')
 const { jsonErrorHandler, listen, close } = require('../core/http')
 const { InvalidArgumentError, MalformedRequestError, toHttpBody } = require('../core/errors')
 const { hostCount } = require('../core/http-syntax')
+const { isRead } = require('../core/http-methods')
 const { silent } = require('../core/logger')
 const { validateToken } = require('../core/cluster-auth')
 const { resolveMap } = require('../core/map-diff')
@@ -111,14 +112,14 @@ function createFrontend (options = {}) {
   const onData = (req, res) => {
     // Node's server takes the first of two Hosts; RFC 9112 3.2 asks for a 400 (as frontend/fast-http.js answers).
     if (hostCount(req.rawHeaders) > 1) return refuse(res, new MalformedRequestError('more than one Host header (RFC 9112 3.2)'))
-    if ((req.method === 'GET' || req.method === 'HEAD') && isReserved(req.url)) return reserved(req, res)
+    if (forReserved(req)) return reserved(req, res)
     proxy(req, res)
   }
 
   const nodeServer = http.createServer(onData)
   const dataServer = opts.dataServer === 'fast'
     // Bodies up to 64 KiB (and never above bufferLimit) are read whole there; larger ones go to Node's server.
-    ? createFastServer({ onRequest: proxy, fallback: nodeServer, fallbackFor: (req) => (req.method === 'GET' || req.method === 'HEAD') && isReserved(req.url), maxBodySize: Math.min(FAST_BODY_LIMIT, opts.bufferLimit) })
+    ? createFastServer({ onRequest: proxy, fallback: nodeServer, fallbackFor: forReserved, maxBodySize: Math.min(FAST_BODY_LIMIT, opts.bufferLimit) })
     : nodeServer
   // A node:cluster worker has no control plane of its own: the primary takes
   // pushes and relays them (frontend/cluster.js).
@@ -149,7 +150,6 @@ function isForwarder (f) {
   return f !== null && typeof f === 'object' && ['attempt', 'forget', 'close'].every((m) => typeof f[m] === 'function')
 }
 
-/** `/healthz` and `/metrics` (with or without a query) are the front end's own. */
 /** Answer a request with `err` as JSON and close the connection. */
 function refuse (res, err) {
   const text = JSON.stringify(toHttpBody(err))
@@ -157,7 +157,10 @@ function refuse (res, err) {
   res.end(text)
 }
 
-function isReserved (url) {
+/** A read of `/healthz` or `/metrics` (with or without a query): the front end's own. */
+function forReserved (req) {
+  if (!isRead(req.method)) return false
+  const url = req.url
   const q = url.indexOf('?')
   const path = q === -1 ? url : url.slice(0, q)
   return path === '/healthz' || path === '/metrics'
