@@ -140,13 +140,14 @@ class FrameReader {
       const expected = frameMac(this.key, this.direction, json)
       if (mac.length !== expected.length || !crypto.timingSafeEqual(mac, expected)) throw new LeaseStreamError('lease stream frame with a bad MAC')
     }
+    let msg
     try {
-      const msg = JSON.parse(json.toString('utf8'))
-      if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) throw new Error('not an object')
-      return msg
+      msg = JSON.parse(json.toString('utf8'))
     } catch (err) {
       throw new LeaseStreamError(`lease stream frame is not a JSON object: ${err.message}`)
     }
+    if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) throw new LeaseStreamError('lease stream frame is not a JSON object: not an object')
+    return msg
   }
 }
 

@@ -6,7 +6,7 @@ const { AggregatorRegistry } = require('prom-client')
 const { createCliLogger } = require('../cli/logger')
 const { createFrontend } = require('./frontend')
 const { OPTIONS_ENV } = require('./cluster')
-const { TimeoutError } = require('../core/errors')
+const { TimeoutError, InternalError } = require('../core/errors')
 
 const { logLevel = 'info', logFormat, ...options } = JSON.parse(process.env[OPTIONS_ENV] || '{}')
 // Workers share the primary's terminal: the same format as the primary's logs.
@@ -28,7 +28,7 @@ process.on('message', (msg) => {
     const p = pending.get(msg.seq)
     if (!p) return
     pending.delete(msg.seq)
-    if (msg.error) p.reject(new Error(msg.error))
+    if (msg.error) p.reject(new InternalError(`the primary could not gather the metrics: ${msg.error}`))
     else p.resolve(msg.text)
   }
 })

@@ -3,7 +3,7 @@
 const net = require('node:net')
 const { STATUS_CODES } = require('node:http')
 const { parseFields, hasBareLf } = require('../core/http-syntax')
-const { MalformedRequestError, toHttpBody } = require('../core/errors')
+const { MalformedRequestError, InvalidArgumentError, InternalError, toHttpBody } = require('../core/errors')
 
 /**
  * The data port's HTTP/1.1 server for the common case, on plain `net`
@@ -149,7 +149,7 @@ class FastResponse {
     } else if (event === 'drain') {
       this.onDrain = this.onDrain === null ? fn : chain(this.onDrain, fn)
     } else {
-      throw new TypeError(`fast-http response has no ${event} event`)
+      throw new InvalidArgumentError(`fast-http response has no ${event} event`)
     }
     return this
   }
@@ -159,7 +159,7 @@ class FastResponse {
 
   /** `headers`: a flat [name, value, ...] list. */
   writeHead (status, headers) {
-    if (this.headersSent) throw new Error('headers already sent')
+    if (this.headersSent) throw new InternalError('headers already sent')
     this.headersSent = true
     this.statusCode = status
     this.hasBody = !this.bodyless && status !== 204 && status !== 304 && !(status >= 100 && status < 200)

@@ -1,5 +1,7 @@
 'use strict'
 
+const { InvalidArgumentError } = require('../core/errors')
+
 /**
  * A discrete-event engine in virtual time: a binary min-heap of events
  * ordered by (time, insertion sequence). Ties run in the order they were
@@ -25,7 +27,7 @@ class Engine {
    * @param {*} [arg]
    */
   at (time, fn, arg) {
-    if (!(time >= this.now)) throw new RangeError(`cannot schedule at ${time}: before now (${this.now})`)
+    if (!(time >= this.now)) throw new InvalidArgumentError(`cannot schedule at ${time}: before now (${this.now})`)
     const h = this._heap
     const ev = { t: time, s: this._seq++, fn, arg }
     let i = h.length

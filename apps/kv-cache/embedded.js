@@ -11,6 +11,7 @@ const dynalite = require('dynalite')
 const { listen } = require('../../core/http')
 const { pollUntil } = require('../../core/poll')
 const { silent } = require('../../core/logger')
+const { StoreUnavailableError } = require('../../core/errors')
 
 /**
  * Embedded defaults, so `npm start -- --app kv-cache` works on a fresh
@@ -191,11 +192,11 @@ async function spawnRedis ({ logger = silent, port, bin = 'redis-server', timeou
       await pollUntil(async () => exited ? 'exited' : (await ping(p)) || undefined, { timeoutMs, intervalMs: 25, what: `redis-server on port ${p}` })
     } catch (err) {
       child.kill('SIGKILL')
-      throw new Error(`redis-server did not start on port ${p}: ${err.message}; output: ${output.trim()}`)
+      throw new StoreUnavailableError(`redis-server did not start on port ${p}: ${err.message}; output: ${output.trim()}`, { cause: err })
     }
     if (exited) {
       if (!port && attempt < 5) continue
-      throw new Error(`redis-server exited on start (port ${p}): ${output.trim()}`)
+      throw new StoreUnavailableError(`redis-server exited on start (port ${p}): ${output.trim()}`)
     }
     const url = `redis://127.0.0.1:${p}`
     log.info({ url, pid: child.pid }, 'spawned redis-server (no persistence)')
