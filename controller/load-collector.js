@@ -70,14 +70,14 @@ class LoadCollector {
       if (!data || !Array.isArray(data.entries)) throw new MalformedBodyError('malformed load report: expected { entries: [...] }')
       call.settled = { ok: true, data }
     }).catch((err) => {
-      call.settled = { ok: false, error: err.code || err.message }
+      call.settled = { ok: false, err }
     })
     return call
   }
 
   /**
    * @param {Map<string, {controlUrl: string}>} servers
-   * @returns {Promise<{ reports: Map<string, {start,end,count,cost}[]>, perServer: Record<string, {requests: number, cost: number}>, failed: {id, error}[], slow: string[], costless: string[] }>}
+   * @returns {Promise<{ reports: Map<string, {start,end,count,cost}[]>, perServer: Record<string, {requests: number, cost: number}>, failed: {id, err}[], slow: string[], costless: string[] }>}
    *   reports: per server, counts and cost per period (divided by the periods a report spans);
    *   slow: no answer within waitMs, its request still in flight (neither reported nor failed)
    */
@@ -120,7 +120,7 @@ class LoadCollector {
       }
       this.inFlight.delete(id)
       if (!call.settled.ok) {
-        failed.push({ id, error: call.settled.error })
+        failed.push({ id, err: call.settled.err })
         return
       }
       const data = call.settled.data

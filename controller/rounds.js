@@ -93,7 +93,7 @@ function installRounds (c) {
       s.loadUnknown = true
       c.failureCounts.set(f.id, s.failures)
       unknown.push(f.id)
-      c.log.warn({ server: f.id, failures: s.failures, err: f.error }, 'load collection failed; its load is unknown this round')
+      c.log.warn({ err: f.err, server: f.id, failures: s.failures }, 'load collection failed; its load is unknown this round')
       if (s.failures >= c.opts.evictAfterFailures) {
         c.m.evictions.inc()
         c.counts.evictions++

@@ -5,7 +5,7 @@ const express = require('express')
 const { ControllerClient } = require('../core/controller-client')
 const { Membership } = require('../core/membership')
 const { jsonErrorHandler, notFound, listen, close } = require('../core/http')
-const { MalformedBodyError } = require('../core/errors')
+const { MalformedBodyError, toHttpBody } = require('../core/errors')
 const { RequestVerifier, verifyMiddleware, jsonWithRawBody, validateToken, warnUnauthenticated } = require('../core/cluster-auth')
 const { resolveMap, isDiff } = require('../core/map-diff')
 
@@ -33,7 +33,7 @@ function createControlPlane ({ id, table, controllerUrl, host, controlPort, adve
       changed = table.set(resolveMap(table.map && table.map.assignment, req.body))
     } catch (err) {
       if (err.code !== 'CHOPPER_ERR_DIFF_BASE') throw err
-      return res.status(409).json({ error: { code: err.code, message: err.message }, generation: table.generation })
+      return res.status(409).json({ ...toHttpBody(err), generation: table.generation })
     }
     res.json({ accepted: true, changed, generation: table.generation })
   })
