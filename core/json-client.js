@@ -11,9 +11,9 @@ const EMPTY = Buffer.alloc(0)
  * members (the controller's pushes and load collection, members' calls to the
  * controller) over an undici keep-alive pool.
  *
- * It replaced axios there (README, "Control-plane HTTP"): a push of the same
- * assignment cost the sender about a third of axios's CPU, and a body
- * serialized once (`json()`) goes to every target as the same bytes.
+ * A push of an assignment costs the sender about a third of axios's CPU
+ * (`node bench/control-http.js`, bench/README.md), and a body serialized
+ * once (`json()`) goes to every target as the same bytes.
  *
  * Answers:
  *  - 2xx resolves `{ status, headers, data }`; `data` is the parsed JSON, or
@@ -100,7 +100,7 @@ function json (value) {
   return value === undefined ? EMPTY : Buffer.from(JSON.stringify(value), 'utf8')
 }
 
-/** JSON when it parses (whatever the Content-Type says, as axios did), else the text. */
+/** JSON when it parses (whatever the Content-Type says), else the text. */
 function parse (text) {
   if (text === '') return undefined
   try {

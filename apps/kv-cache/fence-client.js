@@ -56,8 +56,8 @@ function fenceContext ({ to, phase, fenceId, from, generation, version, contentT
  * Fences go over core/upstream-h1.js, the front end's own keep-alive client
  * (head and body in one write, the answer parsed in place), not undici's
  * `request()`: a fence is a small POST with a small answer, several per
- * replicated write; in scenario 1 the app servers' CPU per request fell by
- * an eighth with it (README, "Write fences").
+ * replicated write; in scenario 1 it costs the app servers an eighth less
+ * CPU per request.
  */
 class FenceClient {
   #token // the cluster token; kept off the object's enumerable state
