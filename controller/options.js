@@ -28,7 +28,8 @@ const defaults = Object.freeze({
   requestTimeoutMs: 2000, // pushes and load collection
   // Fenced handoff (docs/ownership.md): 'fenced' revokes, waits for the old
   // owner's acknowledgement (or its lease to lapse), then grants; 'none' pushes
-  // the new map to everyone at once (the old behaviour; for comparison).
+  // the new map to everyone at once: unsafe, a comparison switch for
+  // test/integration/fencing.test.js and bench/state-saves.js.
   handoff: 'fenced',
   leaseMs: 1500, // member lease; a silent member's slices move once it lapsed (plus the margin)
   // The renewal period lease grants ask members for (appserver-lib follows it
