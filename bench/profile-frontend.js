@@ -4,7 +4,8 @@
 // Where a front end's time goes: runs the front end in a child process under
 // `node --cpu-prof`, drives it with wrk against the no-op backend, and prints
 // the hottest functions and modules by self time (the .cpuprofile is kept for
-// Chrome DevTools or speedscope). docs/frontend-performance.md shows its output.
+// Chrome DevTools or speedscope). docs/frontend-performance.md says where a
+// profile puts the cost ("Where the cost is") and how to run this ("Measuring").
 // Usage: node bench/profile-frontend.js [--duration 5] [--connections 32] [--root DIR] [--out DIR]
 //   --root: the checkout whose frontend/ is profiled (default: this one), e.g. a
 //   `git worktree` of an older commit, to compare before and after.
