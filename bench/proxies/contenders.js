@@ -36,8 +36,9 @@ const CONTENDERS = Object.freeze({
     needs: null,
     start: ({ backendUrl, procs, cfg }) => startFrontend({ backendUrl, forwarder: 'undici', workers: cfg === 'single' ? undefined : procs })
   },
-  // The steps of docs/frontend-performance.md, in the same run: undici as the
-  // only upstream client, then Node's http server on the data port as well.
+  // The front end's comparison settings (docs/frontend-performance.md, "A
+  // server and a client of our own"), in the same run: undici as the only
+  // upstream client, then Node's http server on the data port as well.
   'chopper-undici': {
     label: () => 'Chopper front end, undici upstream (upstreamClient undici), 1 process',
     needs: null,
