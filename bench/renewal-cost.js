@@ -23,6 +23,7 @@ const { parseArgs } = require('node:util')
 const { createController } = require('../controller')
 const { JsonClient } = require('../core/json-client')
 const { LeaseStream } = require('../core/lease-stream')
+const { pollUntil } = require('../core/poll')
 
 const TOKEN = 'renewal-cost-bench-token-0123456789'
 
@@ -69,6 +70,24 @@ if (process.argv[2] === '--child') {
   main().catch((err) => { console.error(err); process.exitCode = 1 })
 }
 
+/**
+ * Until no push has gone out for a second and no member lags: a member's first
+ * renewal over a new stream can bring it a push (its map as of that renewal),
+ * which is not renewal cost.
+ */
+async function quiet (controller) {
+  let last = -1
+  let since = 0
+  await pollUntil(() => {
+    const { lagging, pushes } = controller.stats()
+    if (pushes.messages !== last || lagging > 0) {
+      last = pushes.messages
+      since = Date.now()
+    }
+    return Date.now() - since >= 1000
+  }, { timeoutMs: 120000, intervalMs: 100, what: 'pushes to stop and no member to lag' })
+}
+
 async function main () {
   const { values } = parseArgs({ options: { members: { type: 'string', default: '1000' }, rate: { type: 'string', default: '2000' }, seconds: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' }, modes: { type: 'string', default: 'stream,http,bare' } } })
   const [members, rate, seconds, rounds] = ['members', 'rate', 'seconds', 'rounds'].map((k) => Number(values[k]))
@@ -82,6 +101,8 @@ async function main () {
     await Promise.all(Array.from({ length: Math.min(256, members - i) }, (_, k) => reg.post(`${controller.url}/v1/servers`, { id: `m${i + k}`, url: `http://127.0.0.1:${20000 + i + k}`, controlUrl: sinkUrl, generation: 0 })))
   }
   await controller.settled(60000)
+  // and every member holds the map its lease asks for: pushes still going out would count as renewal cost
+  await pollUntil(() => controller.stats().lagging === 0, { timeoutMs: 120000, intervalMs: 50, what: 'every member to hold its map' })
   // The floor: a bare server answering a renewal-sized body.
   const answer = Buffer.from(JSON.stringify({ lease: { leaseMs: 2500, renewMs: 1000, minGeneration: controller.stats().generation } }))
   const bare = http.createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'content-type': 'application/json', 'content-length': answer.length }); res.end(answer) }) })
@@ -93,7 +114,9 @@ async function main () {
     for (const [name, url] of [['stream', controller.url], ['http', controller.url], ['bare', bareUrl]].filter(([n]) => values.modes.split(',').includes(n))) {
       const child = fork(__filename, ['--child', name === 'stream' ? 'stream' : 'http', url, members, rate, seconds, generation])
       await new Promise((resolve) => child.once('message', resolve)) // connected
+      if (name !== 'bare') await quiet(controller)
       const before = name === 'bare' ? 0 : controller.stats().renewals
+      const pushes = controller.stats().pushes.messages
       const c0 = process.cpuUsage()
       child.send('go')
       const { sent, failed } = await new Promise((resolve) => child.once('message', resolve))
@@ -101,7 +124,8 @@ async function main () {
       child.kill()
       const answered = name === 'bare' ? sent - failed : controller.stats().renewals - before
       rows[name].push((cpu.user + cpu.system) / answered)
-      console.log(`${name}: ${sent} sent, ${failed} failed, ${answered} answered, ${((cpu.user + cpu.system) / answered).toFixed(1)} µs CPU each`)
+      const pushed = controller.stats().pushes.messages - pushes // 0 unless a member fell behind: its pushes would count here
+      console.log(`${name}: ${sent} sent, ${failed} failed, ${answered} answered, ${((cpu.user + cpu.system) / answered).toFixed(1)} µs CPU each, ${pushed} pushes meanwhile`)
     }
   }
   const med = (xs) => xs.slice().sort((a, b) => a - b)[xs.length >> 1]
