@@ -60,13 +60,13 @@ function sliceFault (fault, i, s, value) {
 }
 
 /**
- * Validate an assignment; throw InvalidAssignmentError naming the first fault.
- * With `previousGeneration`, a generation not above it throws StaleGenerationError.
+ * validateAssignment's checks of all but the slices themselves: generation,
+ * epoch, servers, and a non-empty slices array. For a caller that checks the
+ * slices in a pass it makes anyway (the chopper round's read), and calls
+ * validateAssignment for the message when one fails.
  * @param {object} a
- * @param {{previousGeneration?: number}} [options]
- * @returns {object} the same assignment
  */
-function validateAssignment (a, { previousGeneration } = {}) {
+function validateAssignmentHead (a) {
   const fail = (msg) => { throw new InvalidAssignmentError('invalid assignment: ' + msg) }
   if (a === null || typeof a !== 'object' || Array.isArray(a)) fail('expected an object')
   if (!isUint(a.generation, Number.MAX_SAFE_INTEGER)) fail('generation must be a non-negative integer')
@@ -79,6 +79,18 @@ function validateAssignment (a, { previousGeneration } = {}) {
     }
   }
   if (!Array.isArray(a.slices) || a.slices.length === 0) fail('slices must be a non-empty array')
+}
+
+/**
+ * Validate an assignment; throw InvalidAssignmentError naming the first fault.
+ * With `previousGeneration`, a generation not above it throws StaleGenerationError.
+ * @param {object} a
+ * @param {{previousGeneration?: number}} [options]
+ * @returns {object} the same assignment
+ */
+function validateAssignment (a, { previousGeneration } = {}) {
+  validateAssignmentHead(a)
+  const fail = (msg) => { throw new InvalidAssignmentError('invalid assignment: ' + msg) }
   let expectedStart = 0
   for (let i = 0; i < a.slices.length; i++) {
     const s = a.slices[i]
@@ -294,6 +306,7 @@ function spreadLoads (a, reports, valueOf = countOf) {
 module.exports = {
   cutEvenly,
   validateAssignment,
+  validateAssignmentHead,
   acceptsUpdate,
   checkPlausible,
   MAX_AHEAD_MS,

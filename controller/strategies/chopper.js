@@ -3,7 +3,7 @@
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { InvalidArgumentError } = require('../../core/errors')
 const {
-  validateAssignment, evenAssignment, cloneAssignment, keyChurn, imbalance, cutEvenly
+  validateAssignment, validateAssignmentHead, evenAssignment, cloneAssignment, keyChurn, imbalance, cutEvenly
 } = require('../../core/assignment')
 const { indexServers, frozenFlags, toColumns, toColumnsWithSets, toResultSlices } = require('./columns')
 const { resolveOptions, expect, toLoads, checkServers, resolveInputs } = require('./inputs')
@@ -235,25 +235,67 @@ function copyOf (a) {
   return out
 }
 
+/**
+ * The round's input, validated as validateAssignment does, and read into
+ * columns. The phases work on columns (./columns.js), not objects: at a
+ * million slices, allocating objects per phase was most of the round's
+ * time. With replication, the input's replica lists too (read in the same
+ * pass): for the imbalance before the round (spread like serverLoads spreads
+ * them) and for the replication phase, which decides the round's sets
+ * afresh; and that pass checks the slices, so they are read once, not once
+ * more to validate them. Faults are named in validateAssignment's order:
+ * the assignment's before the loads'.
+ */
+function readInput (assignment, loads, replicate) {
+  if (!replicate) {
+    validateAssignment(assignment)
+    const load = toLoads(loads, assignment.slices.length)
+    const index = indexServers(Object.keys(assignment.servers))
+    return { load, index, read: { cols: toColumns(assignment.slices, index, load) } }
+  }
+  validateAssignmentHead(assignment)
+  let load
+  try {
+    load = toLoads(loads, assignment.slices.length)
+  } catch (err) {
+    validateAssignment(assignment)
+    throw err
+  }
+  const index = indexServers(Object.keys(assignment.servers))
+  let read = toColumnsWithSets(assignment.slices, index, load, null, true)
+  if (read === null) {
+    validateAssignment(assignment) // throws, naming the fault
+    read = toColumnsWithSets(assignment.slices, index, load) // valid, but not a plain slice: one with holders
+  }
+  return { load, index, read }
+}
+
+/** Each slice's hottest key (resolved inputs.hotKeys) into the columns, as fillSlice would. */
+function fillHotKeys (c, hotKeys) {
+  for (let i = 0; i < c.n; i++) {
+    const h = hotKeys[i]
+    if (h) {
+      c.hot[i] = h.key
+      c.hotLoad[i] = h.load
+    }
+  }
+}
+
 function round (assignment, loads, opts, inputs) {
   const o = options(opts)
-  validateAssignment(assignment)
-  const load = toLoads(loads, assignment.slices.length)
+  const { load, index, read } = readInput(assignment, loads, o.replicate)
   const { unknownServers, requests, hotKeys } = resolveInputs(assignment, inputs, load)
-  // The phases work on columns (./columns.js), not objects: at a million
-  // slices, allocating objects per phase was most of the round's time.
-  const index = indexServers(Object.keys(assignment.servers))
   const frozen = frozenFlags(index, unknownServers)
   const frozenIds = index.ids.filter((id, s) => frozen[s])
-  // With replication, the input's replica lists too (read in the same pass): for the imbalance
-  // before the round (spread like serverLoads spreads them) and for the replication phase,
-  // which decides the round's sets afresh.
-  const read = o.replicate ? toColumnsWithSets(assignment.slices, index, load, hotKeys) : { cols: toColumns(assignment.slices, index, load, hotKeys) }
   const cols = read.cols
-  const input = o.replicate ? { rep: read.rep, sets: read.sets } : null
-  // the input's first servers and ends, for the round's churn (the phases change `cols` in place)
-  const inputOwner = input ? copyOf(cols.owner) : null
-  const inputEnds = input ? copyOf(cols.end) : null
+  if (hotKeys) fillHotKeys(cols, hotKeys)
+  // the input's first servers, starts and ends, for the round's churn and result
+  // (the phases change `cols` in place)
+  const input = o.replicate
+    ? { rep: read.rep, sets: read.sets, moving: read.moving, owner: copyOf(cols.owner), start: copyOf(cols.start), end: copyOf(cols.end) }
+    : null
+  const inputOwner = input ? input.owner : null
+  const inputEnds = input ? input.end : null
   const before = knownImbalance(cols, input ? input.rep : cols.rep, index, frozen, input && input.sets)
 
   let total = 0

@@ -1,6 +1,7 @@
 'use strict'
 
 const { take } = require('./scratch')
+const { KEYSPACE_SIZE } = require('../../core/keyspace')
 
 /**
  * Slices as parallel typed arrays ("columns"), the form the round works on.
@@ -147,13 +148,26 @@ function indexSets (slices, indexOf, owner) {
   return { rep, sets }
 }
 
-/** Append the list `names` (ids; `first`, its first, already looked up) to `sets` as server indices; returns its index. */
-function appendSet (sets, first, names, indexOf) {
+/**
+ * Append the list `names` (ids; `first`, its first, already looked up) to
+ * `sets` as server indices; returns its index. With `check`, returns -1 (and
+ * appends nothing) when an id is unknown or listed twice.
+ */
+function appendSet (sets, first, names, indexOf, check = false) {
+  const o = sets.used
+  sets.pool[o] = first
+  for (let k = 1; k < names.length; k++) {
+    const s = indexOf.get(names[k])
+    if (check) {
+      if (s === undefined) return -1
+      for (let j = o; j < o + k; j++) if (sets.pool[j] === s) return -1
+    }
+    sets.pool[o + k] = s
+  }
   const r = sets.count++
-  sets.offset[r] = sets.used
+  sets.offset[r] = o
   sets.size[r] = names.length
-  sets.pool[sets.used++] = first
-  for (let k = 1; k < names.length; k++) sets.pool[sets.used++] = indexOf.get(names[k])
+  sets.used = o + names.length
   return r
 }
 
@@ -162,27 +176,60 @@ function appendSet (sets, first, names, indexOf) {
  * lists of two or more servers as `rep` and `sets`.
  * Why: the round's input is a million objects at 10,000 servers, each read
  * a cache miss or more, and the two passes read every one of them twice.
- * @returns {{ cols: Columns, rep: Int32Array, sets: ReplicaSets }}
+ * With `check`, the same pass checks each slice as validateAssignment does
+ * (core/assignment.js; its head checked apart) and returns null at the
+ * first fault, or at a slice with `holders`, for the caller to ask
+ * validateAssignment why: a separate validating pass read every slice once
+ * more.
+ * `moving[i]` is 1 when input slice i has a `moving` field (a result slice
+ * never shares its object: toResultSlices).
+ * @returns {{ cols: Columns, rep: Int32Array, sets: ReplicaSets, moving: Uint8Array }|null}
  */
-function toColumnsWithSets (slices, index, loads, hotKeys = null) {
+function toColumnsWithSets (slices, index, loads, hotKeys = null, check = false) {
   const n = slices.length
   const c = new Columns(n)
   const rep = take(Int32Array, n, -1)
+  const moving = take(Uint8Array, n)
   // room for two servers a slice (a standby for every slice, the default); grown when short
   const sets = new ReplicaSets(n, 2 * n)
+  let expected = 0
   for (let i = 0; i < n; i++) {
     const s = slices[i]
+    if (check) {
+      if (!plainSlice(s, expected)) return null
+      expected = s.end
+    }
     fillSlice(c, i, s, index, loads, hotKeys)
+    if (s.moving !== undefined) moving[i] = 1
     const names = s.servers
+    // an unknown id is looked up as undefined, which an Int32Array stores as 0
+    if (check && c.owner[i] === 0 && index.indexOf.get(names[0]) !== 0) return null
     if (names.length < 2) continue
     if (sets.used + names.length > sets.pool.length) {
       const pool = take(Int32Array, Math.max(2 * sets.pool.length, sets.used + names.length))
       pool.set(sets.pool)
       sets.pool = pool
     }
-    rep[i] = appendSet(sets, c.owner[i], names, index.indexOf)
+    const r = appendSet(sets, c.owner[i], names, index.indexOf, check)
+    if (r < 0) return null
+    rep[i] = r
   }
-  return { cols: c, rep, sets }
+  if (check && expected !== KEYSPACE_SIZE) return null
+  return { cols: c, rep, sets, moving }
+}
+
+/**
+ * Slice `s` has validateAssignment's shape and starts at `expected`: integer
+ * bounds, a non-empty list, a boolean `moving` if any, and no `holders`
+ * (the ids are checked once looked up).
+ */
+function plainSlice (s, expected) {
+  if (s === null || typeof s !== 'object' || s.start !== expected) return false
+  const end = s.end
+  if (!Number.isInteger(end) || end <= expected || end > KEYSPACE_SIZE) return false
+  const names = s.servers
+  if (!Array.isArray(names) || names.length === 0 || s.holders !== undefined) return false
+  return s.moving === undefined || typeof s.moving === 'boolean'
 }
 
 /**
@@ -257,47 +304,55 @@ function serversOf (c, i, index, srcSlices, sets) {
  * one mutates an assignment's slices: every strategy and the controller copy
  * a slice before they change it (core/assignment.js cloneAssignment), and
  * map diffs already share unchanged slices between generations.
+ * With the input as columns (`input`), it decides from them alone: reading
+ * a million input objects again cost as much as the copies it saves.
  * @param {Columns} c the final columns
  * @param {{ids:string[], indexOf:Map<string, number>}} index
  * @param {Array<{start:number, end:number, servers:string[]}>} srcSlices the round's input slices
  * @param {ReplicaSets|null} sets the round's replica sets (`c.rep`), if any
- * @param {{rep:Int32Array, sets:ReplicaSets}|null} input the input's own sets (`src` indexes them)
+ * @param {{rep:Int32Array, sets:ReplicaSets, start:Float64Array, end:Float64Array, owner:Int32Array, moving:Uint8Array}|null} input
+ *   the input's columns as read (`src` indexes them), before the phases changed any; null: read `srcSlices`
  * @param {Map<number, number[]>} [reordered] slices whose servers the primary phase reordered (indices)
  */
 function toResultSlices (c, index, srcSlices, sets, input, reordered) {
   const out = new Array(c.n)
-  const { ids } = index
   for (let i = 0; i < c.n; i++) {
-    const list = reordered && reordered.get(i)
-    if (list) {
-      out[i] = { start: c.start[i], end: c.end[i], servers: list.map((s) => ids[s]) }
-      continue
-    }
     const j = c.src[i]
-    if (j >= 0) {
-      const was = srcSlices[j]
-      // a moving slice's flags are not the result's: it gets a plain copy
-      if (was.start === c.start[i] && was.end === c.end[i] && was.moving === undefined && sameServers(c, i, index, sets, input, j, was)) {
-        out[i] = was
-        continue
-      }
+    if (j >= 0 && (input ? sameAsInput(c, i, sets, input, j) : sameAsSlice(c, i, index, sets, srcSlices[j]))) {
+      out[i] = srcSlices[j]
+      continue
     }
     out[i] = { start: c.start[i], end: c.end[i], servers: serversOf(c, i, index, srcSlices, sets) }
   }
+  // replaced, not changed: the object may be the input's
+  if (reordered) for (const [i, list] of reordered) out[i] = { start: c.start[i], end: c.end[i], servers: list.map((s) => index.ids[s]) }
   return out
 }
 
-/** True when slice i of the columns lists the same servers, in order, as input slice j (`was`). */
-function sameServers (c, i, index, sets, input, j, was) {
+/** Slice i of the columns is input slice j as it was (see toResultSlices), decided from the input's columns. */
+function sameAsInput (c, i, sets, input, j) {
+  if (input.start[j] !== c.start[i] || input.end[j] !== c.end[i] || input.moving[j] !== 0) return false
   const r = c.rep[i]
   if (r < 0) return true // its list is the input's list (`src`)
   const size = sets.size[r]
-  if (was.servers.length !== size) return false
-  const q = input ? input.rep[j] : -1
-  if (q < 0) return size === 1 && sets.pool[sets.offset[r]] === index.indexOf.get(was.servers[0]) // a set of one: the input's one server
   const o = sets.offset[r]
+  const q = input.rep[j]
+  if (q < 0) return size === 1 && sets.pool[o] === input.owner[j] // the input's one server
+  if (input.sets.size[q] !== size) return false
   const p = input.sets.offset[q]
   for (let k = 0; k < size; k++) if (sets.pool[o + k] !== input.sets.pool[p + k]) return false
+  return true
+}
+
+/** Slice i of the columns is `was` as it was, read from the object (a round without the input's columns). */
+function sameAsSlice (c, i, index, sets, was) {
+  if (was.start !== c.start[i] || was.end !== c.end[i] || was.moving !== undefined) return false
+  const r = c.rep[i]
+  if (r < 0) return true
+  const size = sets.size[r]
+  if (was.servers.length !== size) return false
+  const o = sets.offset[r]
+  for (let k = 0; k < size; k++) if (sets.pool[o + k] !== index.indexOf.get(was.servers[k])) return false
   return true
 }
 
