@@ -3,10 +3,10 @@
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
 const { InvalidArgumentError } = require('../../core/errors')
 const {
-  validateAssignment, validateAssignmentHead, evenAssignment, cloneAssignment, keyChurn, imbalance, cutEvenly
+  evenAssignment, cloneAssignment, keyChurn, imbalance, cutEvenly
 } = require('../../core/assignment')
-const { indexServers, frozenFlags, toColumns, toColumnsWithSets, toResultSlices } = require('./columns')
-const { resolveOptions, expect, toLoads, checkServers, resolveInputs } = require('./inputs')
+const { frozenFlags, toResultSlices } = require('./columns')
+const { resolveOptions, expect, checkServers, resolveInputs } = require('./inputs')
 const { mergeColumns } = require('./merge')
 const { moveColumns } = require('./move')
 const { splitColumns } = require('./split')
@@ -14,7 +14,8 @@ const membership = require('./chopper-membership')
 const { replicateColumns } = require('./replicate')
 const { primaryColumns } = require('./primaries')
 const { roundChurn } = require('./round-churn')
-const { take, withScratch, own } = require('./scratch')
+const { withScratch, own } = require('./scratch')
+const { readInput, fillHotKeys, staleSlices, copyOf } = require('./round-input')
 
 /**
  * The Chopper balancing strategy (paper 5.2): one round runs merge, move and
@@ -191,15 +192,6 @@ function knownImbalance (c, rep, index, frozen, sets) {
   return imbalance(known)
 }
 
-/** Per input slice, 1 when one of its servers is frozen (its load is a stale guess): hot-key cuts leave it. */
-function staleSlices (c, slices, index, frozen) {
-  const out = take(Uint8Array, c.n)
-  for (let i = 0; i < c.n; i++) {
-    for (const id of slices[c.src[i]].servers) if (frozen[index.indexOf.get(id)]) out[i] = 1
-  }
-  return out
-}
-
 /**
  * One balancing round with its bookkeeping.
  * @param {object} assignment current assignment (not mutated)
@@ -226,59 +218,6 @@ function staleSlices (c, slices, index, frozen) {
 function chopperRound (assignment, loads, opts, inputs) {
   // the round's columns are lent (./scratch.js); what the result keeps is copied out
   return withScratch(() => round(assignment, loads, opts, inputs))
-}
-
-/** A lent copy of a typed array. */
-function copyOf (a) {
-  const out = take(a.constructor, a.length)
-  out.set(a)
-  return out
-}
-
-/**
- * The round's input, validated as validateAssignment does, and read into
- * columns. The phases work on columns (./columns.js), not objects: at a
- * million slices, allocating objects per phase was most of the round's
- * time. With replication, the input's replica lists too (read in the same
- * pass): for the imbalance before the round (spread like serverLoads spreads
- * them) and for the replication phase, which decides the round's sets
- * afresh; and that pass checks the slices, so they are read once, not once
- * more to validate them. Faults are named in validateAssignment's order:
- * the assignment's before the loads'.
- */
-function readInput (assignment, loads, replicate) {
-  if (!replicate) {
-    validateAssignment(assignment)
-    const load = toLoads(loads, assignment.slices.length)
-    const index = indexServers(Object.keys(assignment.servers))
-    return { load, index, read: { cols: toColumns(assignment.slices, index, load) } }
-  }
-  validateAssignmentHead(assignment)
-  let load
-  try {
-    load = toLoads(loads, assignment.slices.length)
-  } catch (err) {
-    validateAssignment(assignment)
-    throw err
-  }
-  const index = indexServers(Object.keys(assignment.servers))
-  let read = toColumnsWithSets(assignment.slices, index, load, null, true)
-  if (read === null) {
-    validateAssignment(assignment) // throws, naming the fault
-    read = toColumnsWithSets(assignment.slices, index, load) // valid, but not a plain slice: one with holders
-  }
-  return { load, index, read }
-}
-
-/** Each slice's hottest key (resolved inputs.hotKeys) into the columns, as fillSlice would. */
-function fillHotKeys (c, hotKeys) {
-  for (let i = 0; i < c.n; i++) {
-    const h = hotKeys[i]
-    if (h) {
-      c.hot[i] = h.key
-      c.hotLoad[i] = h.load
-    }
-  }
 }
 
 function round (assignment, loads, opts, inputs) {
