@@ -233,8 +233,6 @@ function round (assignment, loads, opts, inputs) {
   const input = o.replicate
     ? { rep: read.rep, sets: read.sets, moving: read.moving, owner: copyOf(cols.owner), start: copyOf(cols.start), end: copyOf(cols.end) }
     : null
-  const inputOwner = input ? input.owner : null
-  const inputEnds = input ? input.end : null
   const before = knownImbalance(cols, input ? input.rep : cols.rep, index, frozen, input && input.sets)
 
   let total = 0
@@ -302,7 +300,7 @@ function round (assignment, loads, opts, inputs) {
   const slices = toResultSlices(c, index, assignment.slices, sets, input, primaries && primaries.reordered)
   const next = { generation: assignment.generation, slices, servers: cloneAssignment({ slices: [], servers: assignment.servers }).servers }
   const churn = replicated
-    ? { merge: merged.churn, move: moved.churn, replicate: replicated.churn, total: roundChurn(inputEnds, inputOwner, input, c, sets) }
+    ? { merge: merged.churn, move: moved.churn, replicate: replicated.churn, total: roundChurn(input.end, input.owner, input, c, sets) }
     : { merge: merged.churn, move: moved.churn, total: keyChurn(assignment, next) }
   return {
     assignment: next,

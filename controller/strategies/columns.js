@@ -106,12 +106,16 @@ class ReplicaSets {
 
   /** Same servers in the same order (the primary stays the primary). */
   same (a, b) {
-    if (a === b) return true
-    const n = this.size[a]
-    if (n !== this.size[b]) return false
-    const x = this.offset[a]
-    const y = this.offset[b]
-    for (let k = 0; k < n; k++) if (this.pool[x + k] !== this.pool[y + k]) return false
+    return a === b || this.sameAs(a, this, b)
+  }
+
+  /** Set r holds the servers of set q of `other` (another table, or this one), in the same order. */
+  sameAs (r, other, q) {
+    const n = this.size[r]
+    if (n !== other.size[q]) return false
+    const x = this.offset[r]
+    const y = other.offset[q]
+    for (let k = 0; k < n; k++) if (this.pool[x + k] !== other.pool[y + k]) return false
     return true
   }
 
@@ -318,7 +322,7 @@ function toResultSlices (c, index, srcSlices, sets, input, reordered) {
   const out = new Array(c.n)
   for (let i = 0; i < c.n; i++) {
     const j = c.src[i]
-    if (j >= 0 && (input ? sameAsInput(c, i, sets, input, j) : sameAsSlice(c, i, index, sets, srcSlices[j]))) {
+    if (j >= 0 && (input ? sameAsInput(c, i, sets, input, j) : sameAsSlice(c, i, srcSlices[j]))) {
       out[i] = srcSlices[j]
       continue
     }
@@ -334,26 +338,18 @@ function sameAsInput (c, i, sets, input, j) {
   if (input.start[j] !== c.start[i] || input.end[j] !== c.end[i] || input.moving[j] !== 0) return false
   const r = c.rep[i]
   if (r < 0) return true // its list is the input's list (`src`)
-  const size = sets.size[r]
-  const o = sets.offset[r]
   const q = input.rep[j]
-  if (q < 0) return size === 1 && sets.pool[o] === input.owner[j] // the input's one server
-  if (input.sets.size[q] !== size) return false
-  const p = input.sets.offset[q]
-  for (let k = 0; k < size; k++) if (sets.pool[o + k] !== input.sets.pool[p + k]) return false
-  return true
+  if (q < 0) return sets.size[r] === 1 && sets.pool[sets.offset[r]] === input.owner[j] // the input's one server
+  return sets.sameAs(r, input.sets, q)
 }
 
-/** Slice i of the columns is `was` as it was, read from the object (a round without the input's columns). */
-function sameAsSlice (c, i, index, sets, was) {
-  if (was.start !== c.start[i] || was.end !== c.end[i] || was.moving !== undefined) return false
-  const r = c.rep[i]
-  if (r < 0) return true
-  const size = sets.size[r]
-  if (was.servers.length !== size) return false
-  const o = sets.offset[r]
-  for (let k = 0; k < size; k++) if (sets.pool[o + k] !== index.indexOf.get(was.servers[k])) return false
-  return true
+/**
+ * Slice i of the columns is `was` as it was, read from the object: the
+ * single-owner round, which reads no input columns and gives no slice a
+ * replica set, so the slice keeps the input's list (`src`).
+ */
+function sameAsSlice (c, i, was) {
+  return c.rep[i] < 0 && was.start === c.start[i] && was.end === c.end[i] && was.moving === undefined
 }
 
 /** Working slices `{ start, end, servers, load }` from columns. */
