@@ -16,6 +16,7 @@ const { LastServerError } = require('../core/errors')
 function installMembership (c) {
   const pending = { joins: new Set(), leaves: new Map(), urls: new Set(), since: 0 }
   let timer = null
+  let timerAt = 0 // when the timer fires
   let lastFlush = -Infinity
   const recent = [] // when each change of the last membershipBatchMaxMs came
   let lastCheck = null // when checkLeases last ran
@@ -30,33 +31,37 @@ function installMembership (c) {
   }
 
   /**
-   * Lay the pending changes out now when no handoff is in progress and no
-   * batch went out within membershipBatchMs (as before batching: a lone
-   * change goes out at once); else at the grant (maybeGrant calls this) or
-   * when the oldest has waited membershipBatchMaxMs. In a storm
-   * (membershipStormAt changes within membershipBatchMaxMs) changes wait for
-   * the grant of a handoff in progress (at most four windows); then joins
-   * wait for the window, and a batch with a leave only membershipBatchMs
-   * (its slices must move soon).
+   * Lay the pending changes out when no handoff is in progress and the last
+   * batch went out at least a window ago: membershipBatchMaxMs for joins,
+   * membershipBatchMs for a batch with a leave (its slices must move soon).
+   * After a quiet spell a lone change goes out at once; while changes keep
+   * coming, at whatever pace, batches go out at most once a window, so a
+   * join burst is a handful of handoffs however its registrations trickle in
+   * (docs/control-plane.md). A handoff in progress is awaited (maybeGrant
+   * calls this at its grant), up to a window, or four in a storm
+   * (membershipStormAt changes within a window): superseding it again and
+   * again, each time with more losers, grants nothing. At 5,000 members
+   * joining at once, the lapses of a busy spell superseded the handoff 106
+   * times in 60 s and granted 7.
    */
   c.flushMembershipIfDue = function flushMembershipIfDue () {
     if (pending.since === 0 || !c.active) return
     const now = c.leases.now()
-    while (recent.length > 0 && recent[0] < now - c.opts.membershipBatchMaxMs) recent.shift()
-    const storm = recent.length >= c.opts.membershipStormAt
-    const waited = now - pending.since
-    const cooled = now - lastFlush >= c.opts.membershipBatchMs
-    let due = storm && pending.leaves.size === 0 ? c.opts.membershipBatchMaxMs : (storm ? c.opts.membershipBatchMs : c.opts.membershipBatchMaxMs)
-    // In a storm, changes wait for a handoff in progress to be granted, up to
-    // four windows: superseding it again and again, each time with more
-    // losers, grants nothing. Leaves too: at 5,000 members joining at once,
-    // the lapses of a busy spell superseded the handoff 106 times in 60 s and
-    // granted 7. A leaver's slices wait at most those windows longer.
-    if (storm && c.target) due = 4 * c.opts.membershipBatchMaxMs
-    if ((!storm && !c.target && cooled) || waited >= due || (storm && !c.target && waited >= c.opts.membershipBatchMs && now - lastFlush >= c.opts.membershipBatchMaxMs)) return flush()
-    if (timer) return
-    const wait = !storm && !c.target ? lastFlush + c.opts.membershipBatchMs - now : due - waited
-    timer = setTimeout(() => { timer = null; c.flushMembershipIfDue() }, Math.max(1, Math.ceil(wait)))
+    const windowMs = c.opts.membershipBatchMaxMs
+    while (recent.length > 0 && recent[0] < now - windowMs) recent.shift()
+    let wait
+    if (c.target) {
+      const patience = recent.length >= c.opts.membershipStormAt ? 4 * windowMs : windowMs
+      wait = pending.since + patience - now
+    } else {
+      wait = lastFlush + (pending.leaves.size > 0 ? c.opts.membershipBatchMs : windowMs) - now
+    }
+    if (wait <= 0) return flush()
+    // A grant or a leave can bring the batch forward: a later timer is replaced.
+    if (timer && timerAt <= now + wait) return
+    clearTimeout(timer)
+    timerAt = now + wait
+    timer = setTimeout(() => { timer = null; c.flushMembershipIfDue() }, Math.ceil(wait))
     timer.unref()
   }
 

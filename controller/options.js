@@ -42,13 +42,15 @@ const defaults = Object.freeze({
   largeLeaseMs: undefined, // undefined = 2500 with the default leaseMs, else leaseMs (no change at scale)
   largeRenewMs: undefined, // undefined = largeLeaseMs / 2.5
   // Membership changes (joins, leaves, drains, lapses) in batches
-  // (controller/membership.js): a change goes out at once when no handoff is
-  // in progress and no batch went out within membershipBatchMs; else with the
-  // grant, at most membershipBatchMaxMs after it came.
+  // (controller/membership.js): a batch goes out when no handoff is in
+  // progress and the last went out at least membershipBatchMaxMs ago
+  // (membershipBatchMs for a batch with a leave): after a quiet spell at once,
+  // while changes keep coming once a window.
   membershipBatchMs: 50,
   membershipBatchMaxMs: 500,
   // A storm: this many membership changes within membershipBatchMaxMs. Its
-  // changes wait for the batch window rather than for each grant.
+  // changes wait up to four windows (else one) for a handoff in progress to
+  // be granted before they supersede it.
   membershipStormAt: 16,
   // While no traffic was seen, a batch in a cluster of up to this many servers
   // re-lays the keyspace evenly; above it (or once traffic came) joiners take

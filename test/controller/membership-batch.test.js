@@ -85,6 +85,34 @@ describe('membership in batches', () => {
     expect(s.leaseExpiries).toBe(0)
   }, 30000)
 
+  test('registrations trickling in below the storm rate go out at most one batch a window', async () => {
+    await start()
+    for (let i = 0; i < 48; i++) members.push(await fakeMember(`t${i}`))
+    renewing(250)
+    // One registration every 40 ms: 12 a window of 500 ms, under membershipStormAt (16).
+    const startedAt = Date.now()
+    const registrations = []
+    await new Promise((resolve) => {
+      let next = 0
+      const timer = setInterval(() => {
+        registrations.push(register(members[next++]))
+        if (next === members.length) { clearInterval(timer); resolve() }
+      }, 40)
+      stops.push(() => clearInterval(timer))
+    })
+    await Promise.all(registrations)
+    await pollUntil(() => {
+      const s = controller.stats()
+      return s.owning === members.length && !s.handoffInProgress && s.lagging === 0 && members.every((m) => m.generation === s.published)
+    }, { timeoutMs: 20000, what: 'every member placed and acknowledged' })
+    const spanMs = Date.now() - startedAt
+    const s = controller.stats()
+    // A batch for each registration that found no handoff in progress was 30 to 48 here.
+    expect(s.batches).toBeLessThanOrEqual(Math.ceil(spanMs / 500) + 2)
+    expect(s.batches).toBeLessThan(members.length / 3)
+    expect(s.leaseExpiries).toBe(0)
+  }, 30000)
+
   test('a leave and a rejoin at the same URLs within one batch change no layout', async () => {
     await start({ membershipBatchMs: 200, membershipBatchMaxMs: 400 })
     for (let i = 0; i < 4; i++) members.push(await fakeMember(`r${i}`))
