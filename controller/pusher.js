@@ -10,7 +10,7 @@ const { signMap, hashBody } = require('../core/cluster-auth')
  * Delivers the latest assignment to every registered target (front ends and
  * app servers), as a diff from the generation each one acknowledged
  * (docs/control-plane.md). A newcomer, or a target whose generation is no
- * longer in the history, gets the full map, gzipped when large.
+ * longer in the history, gets the full map; either is gzipped when large.
  *
  * Each body is serialized, hashed and signed once for every target that
  * needs it (signMap), not once per target. At most `concurrency` pushes by
@@ -33,7 +33,7 @@ class Pusher {
    * @param {number} [options.streamConcurrency] pushes over lease streams in flight at most
    * @param {(serverId: string) => boolean} [options.canStream] whether a push to app server `serverId` would go over its stream
    * @param {number} [options.historySize] generations kept to diff from
-   * @param {number} [options.gzipAbove] full maps of more bytes are sent gzipped
+   * @param {number} [options.gzipAbove] bodies (full maps, diffs) of more bytes are sent gzipped
    */
   constructor ({ timeoutMs = 2000, minBackoffMs = 100, maxBackoffMs = 5000, concurrency = 64, streamConcurrency = 64, canStream = () => false, historySize = 64, gzipAbove = 32 * 1024, selectiveAbove = Infinity, onAck = () => {}, viaStream = () => null, clusterToken, logger = silent } = {}) {
     this.onAck = onAck
@@ -177,7 +177,7 @@ class Pusher {
    * The body that brings a holder of `base` to the latest generation: the
    * latest generation's step (diff from the one before) when `base` is that
    * one; a chain of the steps after `base` when every one of them is in the
-   * history; else the full map (gzipped when large). Each generation's step
+   * history; else the full map; either gzipped when large. Each generation's step
    * is computed and serialized once, at publish; a chain only concatenates
    * them. Each body is hashed and signed once, and re-signed after 10 s so
    * its timestamp stays inside receivers' clock window.
@@ -210,7 +210,8 @@ class Pusher {
       const headers = { 'x-chopper-generation': String(latest.generation) }
       if (from) headers['x-chopper-base'] = String(from)
       const hash = this.token === undefined ? null : hashBody(body)
-      if (!from && body.length > this.gzipAbove) {
+      // A join burst's diffs run to 100 KB, to every server they touch: gzipped as full maps are.
+      if (body.length > this.gzipAbove) {
         body = zlib.gzipSync(body, { level: 1 })
         headers['content-encoding'] = 'gzip'
       }

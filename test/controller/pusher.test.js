@@ -6,6 +6,7 @@ const { Pusher } = require('../../controller/pusher')
 const { resolveMap } = require('../../core/map-diff')
 const { pollUntil } = require('../../core/poll')
 const { KEYSPACE_SIZE } = require('../../core/keyspace')
+const { createFrontend } = require('../../frontend')
 
 /** A member that applies what it is pushed (diffs, chains, gzipped maps) and records each push. */
 async function member () {
@@ -185,5 +186,27 @@ describe('Pusher', () => {
     pusher.addTarget('server:b', b.url)
     await pollUntil(() => a.map && b.map, { timeoutMs: 5000, what: 'both hold the map' })
     expect(a.map).toEqual(map(1, 'a'))
+  })
+
+  test('diffs over gzipAbove go gzipped too, and a real front end installs them', async () => {
+    const clusterToken = 'pusher-test-token-0123456789'
+    pusher = new Pusher({ gzipAbove: 10, clusterToken })
+    const fe = createFrontend({ port: 0, controlPort: 0, clusterToken })
+    await fe.start()
+    try {
+      pusher.publish(map(1, 'a'))
+      pusher.addTarget('frontend:f', fe.urls.controlUrl)
+      await pollUntil(() => fe.table.generation === 1, { timeoutMs: 5000, what: 'the full map' })
+      pusher.publish(map(2, 'b'))
+      const step = pusher.bodyFor(1)
+      expect(step.diff).toBe(true)
+      expect(step.headers['content-encoding']).toBe('gzip')
+      expect(JSON.parse(zlib.gunzipSync(step.body))).toEqual(JSON.parse(step.raw))
+      await pollUntil(() => fe.table.generation === 2, { timeoutMs: 5000, what: 'the gzipped diff' })
+      expect(fe.table.map.assignment).toEqual(map(2, 'b'))
+      expect(pusher.stats.diffs).toBe(1)
+    } finally {
+      await fe.close()
+    }
   })
 })
