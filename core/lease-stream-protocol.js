@@ -53,26 +53,40 @@ const TAB = 9
 const NL = 10
 const NONCE = /^[A-Za-z0-9_-]{16,64}$/
 
-/** The per-connection MAC key; null without a token. */
+/**
+ * The per-connection MAC key, as a KeyObject (each frame's HMAC then skips
+ * importing it); null without a token.
+ * @returns {crypto.KeyObject|null}
+ */
 function streamKey (token, id, memberNonce, controllerNonce) {
   if (token === undefined) return null
-  return crypto.createHmac('sha256', token).update(`lease-stream\n${id}\n${memberNonce}\n${controllerNonce}`).digest()
+  return crypto.createSecretKey(crypto.createHmac('sha256', token).update(`lease-stream\n${id}\n${memberNonce}\n${controllerNonce}`).digest())
 }
 
+/** The frame's MAC in base64url, as it goes on the wire: no Buffer of its own. */
 function frameMac (key, direction, json) {
-  return crypto.createHmac('sha256', key).update(direction).update(json).digest()
+  const hmac = crypto.createHmac('sha256', key)
+  return (typeof json === 'string' ? hmac.update(direction + json) : hmac.update(direction).update(json)).digest('base64url')
+}
+
+/** Whether strings `a` and `b` (MACs, base64url) are equal, in time that does not depend on where they differ. */
+function sameMac (a, b) {
+  if (a.length !== b.length) return false
+  let diff = 0
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i)
+  return diff === 0
 }
 
 /**
  * One frame: `json` (a string or Buffer of JSON) and, with a key, its MAC.
  * A string gives a string (written without a Buffer of its own: the common
  * answer, a lease alone), a Buffer a Buffer (an answer carrying a map).
- * @param {Buffer|null} key
+ * @param {crypto.KeyObject|null} key
  * @param {'m'|'c'} direction
  * @returns {string|Buffer}
  */
 function encodeFrame (key, direction, json) {
-  const tail = key ? `\t${frameMac(key, direction, json).toString('base64url')}\n` : '\n'
+  const tail = key ? `\t${frameMac(key, direction, json)}\n` : '\n'
   return typeof json === 'string' ? json + tail : Buffer.concat([json, Buffer.from(tail)])
 }
 
@@ -87,7 +101,7 @@ function encodeFrame (key, direction, json) {
  * they are not under the frame's MAC but under the map's own signature.
  */
 class FrameReader {
-  /** @param {{ key: Buffer|null, direction: 'm'|'c', bodies?: boolean }} options the direction of the frames read */
+  /** @param {{ key: crypto.KeyObject|null, direction: 'm'|'c', bodies?: boolean }} options the direction of the frames read */
   constructor ({ key, direction, bodies = false }) {
     this.key = key
     this.direction = direction
@@ -136,9 +150,7 @@ class FrameReader {
       const tab = line.lastIndexOf(TAB)
       if (tab < 0) throw new LeaseStreamError('lease stream frame without a MAC')
       json = line.subarray(0, tab)
-      const mac = Buffer.from(line.subarray(tab + 1).toString('latin1'), 'base64url')
-      const expected = frameMac(this.key, this.direction, json)
-      if (mac.length !== expected.length || !crypto.timingSafeEqual(mac, expected)) throw new LeaseStreamError('lease stream frame with a bad MAC')
+      if (!sameMac(line.toString('latin1', tab + 1), frameMac(this.key, this.direction, json))) throw new LeaseStreamError('lease stream frame with a bad MAC')
     }
     let msg
     try {

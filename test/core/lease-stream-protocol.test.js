@@ -56,6 +56,16 @@ describe('lease stream frames', () => {
     const frame = Buffer.from(encodeFrame(key, 'm', json))
     frame[6] = '2'.charCodeAt(0)
     expect(() => reader().push(frame)).toThrow(/bad MAC/)
+    // A MAC altered in its last character, cut short, or padded.
+    const good = encodeFrame(key, 'm', json)
+    const last = good.length - 2
+    expect(() => reader().push(Buffer.from(good.slice(0, last) + (good[last] === 'A' ? 'B' : 'A') + '\n'))).toThrow(/bad MAC/)
+    expect(() => reader().push(Buffer.from(good.slice(0, last) + '\n'))).toThrow(/bad MAC/)
+    expect(() => reader().push(Buffer.from(good.slice(0, -1) + '=\n'))).toThrow(/bad MAC/)
+    // A frame whose JSON is a Buffer (an answer carrying a map) has the MAC of the same text as a string.
+    const text = JSON.stringify({ seq: 2, note: 'é ✓' })
+    expect(encodeFrame(key, 'm', Buffer.from(text)).toString()).toBe(encodeFrame(key, 'm', text))
+    expect(reader().push(encodeFrame(key, 'm', Buffer.from(text)))).toEqual([{ seq: 2, note: 'é ✓' }])
   })
 
   test('an oversized line, a body over its limit, or JSON that is not an object is refused', () => {
