@@ -110,6 +110,7 @@ async function main () {
   const bareUrl = `http://127.0.0.1:${bare.address().port}`
   const generation = controller.stats().published
   const rows = { stream: [], http: [], bare: [] }
+  const kernel = { stream: [], http: [], bare: [] } // system CPU: reads, writes and loopback delivery
   for (let r = 0; r < rounds; r++) {
     for (const [name, url] of [['stream', controller.url], ['http', controller.url], ['bare', bareUrl]].filter(([n]) => values.modes.split(',').includes(n))) {
       const child = fork(__filename, ['--child', name === 'stream' ? 'stream' : 'http', url, members, rate, seconds, generation])
@@ -124,13 +125,15 @@ async function main () {
       child.kill()
       const answered = name === 'bare' ? sent - failed : controller.stats().renewals - before
       rows[name].push((cpu.user + cpu.system) / answered)
+      kernel[name].push(cpu.system / answered)
       const pushed = controller.stats().pushes.messages - pushes // 0 unless a member fell behind: its pushes would count here
-      console.log(`${name}: ${sent} sent, ${failed} failed, ${answered} answered, ${((cpu.user + cpu.system) / answered).toFixed(1)} µs CPU each, ${pushed} pushes meanwhile`)
+      console.log(`${name}: ${sent} sent, ${failed} failed, ${answered} answered, ${((cpu.user + cpu.system) / answered).toFixed(1)} µs CPU each (${(cpu.system / answered).toFixed(1)} in the kernel), ${pushed} pushes meanwhile`)
     }
   }
   const med = (xs) => xs.slice().sort((a, b) => a - b)[xs.length >> 1]
   const [st, ht, ba] = [med(rows.stream) || NaN, med(rows.http) || NaN, med(rows.bare) || NaN]
   console.log(`\nmedian µs of CPU per renewal at ${rate}/s over ${members} connections: lease stream ${st.toFixed(1)}, HTTP ${ht.toFixed(1)}, bare node:http ${ba.toFixed(1)}`)
+  console.log(`of which in the kernel (median): lease stream ${med(kernel.stream)?.toFixed(1)}, HTTP ${med(kernel.http)?.toFixed(1)}, bare node:http ${med(kernel.bare)?.toFixed(1)}`)
   console.log(`ratios: stream/HTTP ${(st / ht).toFixed(2)}, stream/bare ${(st / ba).toFixed(2)}, HTTP/bare ${(ht / ba).toFixed(2)}`)
   await reg.destroy()
   await controller.close()
