@@ -54,7 +54,8 @@ function installStatus (c) {
         leaseStream: c.streams ? c.streams.has(id) : false, // renews, reports and takes pushes over a lease stream
         push: pushState(`server:${id}`)
       }])),
-      handoff: { mode: c.opts.handoff, inProgress: c.target !== null, waitingFor: c.handoff.snapshot(c.leases.now()), ...c.handoffs },
+      // A membership batch waiting for its window is a handoff about to start: not settled.
+      handoff: { mode: c.opts.handoff, inProgress: c.target !== null || c.batchPending(), batchPending: c.batchPending(), waitingFor: c.handoff.snapshot(c.leases.now()), ...c.handoffs },
       leaseMs: c.opts.leaseMs,
       frontends: Object.fromEntries([...c.frontends].map(([id, f]) => [id, { controlUrl: f.controlUrl, push: pushState(`frontend:${id}`) }])),
       pushes: { ...c.pusher.stats, lagging: [...lagging.values()] },

@@ -113,6 +113,21 @@ describe('membership in batches', () => {
     expect(s.leaseExpiries).toBe(0)
   }, 30000)
 
+  test('status counts a batch waiting for its window as a handoff in progress', async () => {
+    await start({ membershipBatchMaxMs: 3000 })
+    for (let i = 0; i < 2; i++) members.push(await fakeMember(`w${i}`))
+    renewing(250)
+    await register(members[0]) // after a quiet spell: laid out at once
+    await pollUntil(() => controller.stats().owning === 1 && !controller.status().handoff.inProgress, { timeoutMs: 10000, what: 'the first member placed' })
+    await register(members[1]) // within the window of the first batch: waits
+    const waiting = controller.status().handoff
+    expect(waiting.batchPending).toBe(true)
+    expect(waiting.inProgress).toBe(true)
+    expect(controller.stats().handoffInProgress).toBe(true)
+    await pollUntil(() => controller.stats().owning === 2 && !controller.status().handoff.inProgress, { timeoutMs: 15000, what: 'the second member placed' })
+    expect(controller.status().handoff.batchPending).toBe(false)
+  }, 30000)
+
   test('a leave and a rejoin at the same URLs within one batch change no layout', async () => {
     await start({ membershipBatchMs: 200, membershipBatchMaxMs: 400 })
     for (let i = 0; i < 4; i++) members.push(await fakeMember(`r${i}`))

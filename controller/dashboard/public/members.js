@@ -231,7 +231,7 @@
     const waiting = Object.keys(h.waitingFor)
     facts('#handoff', {
       mode: h.mode,
-      'in progress': h.inProgress ? `yes, waiting for ${listOf(waiting, h.waitingForCount ?? waiting.length) || 'nobody'}` : 'no',
+      'in progress': !h.inProgress ? 'no' : waiting.length === 0 && h.batchPending ? 'yes, a membership batch waits for its window' : `yes, waiting for ${listOf(waiting, h.waitingForCount ?? waiting.length) || 'nobody'}`,
       revokes: h.revokes,
       grants: h.grants,
       direct: h.direct,
