@@ -133,7 +133,7 @@ async function main () {
   const med = (xs) => xs.slice().sort((a, b) => a - b)[xs.length >> 1]
   const [st, ht, ba] = [med(rows.stream) || NaN, med(rows.http) || NaN, med(rows.bare) || NaN]
   console.log(`\nmedian µs of CPU per renewal at ${rate}/s over ${members} connections: lease stream ${st.toFixed(1)}, HTTP ${ht.toFixed(1)}, bare node:http ${ba.toFixed(1)}`)
-  console.log(`of which in the kernel (median): lease stream ${med(kernel.stream)?.toFixed(1)}, HTTP ${med(kernel.http)?.toFixed(1)}, bare node:http ${med(kernel.bare)?.toFixed(1)}`)
+  console.log(`of which in the kernel (median): lease stream ${(med(kernel.stream) ?? NaN).toFixed(1)}, HTTP ${(med(kernel.http) ?? NaN).toFixed(1)}, bare node:http ${(med(kernel.bare) ?? NaN).toFixed(1)}`)
   console.log(`ratios: stream/HTTP ${(st / ht).toFixed(2)}, stream/bare ${(st / ba).toFixed(2)}, HTTP/bare ${(ht / ba).toFixed(2)}`)
   await reg.destroy()
   await controller.close()
