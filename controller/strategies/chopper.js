@@ -5,7 +5,7 @@ const { InvalidArgumentError } = require('../../core/errors')
 const {
   evenAssignment, cloneAssignment, keyChurn, imbalance, cutEvenly
 } = require('../../core/assignment')
-const { frozenFlags, toResultSlices } = require('./columns')
+const { frozenFlags, fillHotKeys, toResultSlices } = require('./columns')
 const { resolveOptions, expect, checkServers, resolveInputs } = require('./inputs')
 const { mergeColumns } = require('./merge')
 const { moveColumns } = require('./move')
@@ -14,8 +14,8 @@ const membership = require('./chopper-membership')
 const { replicateColumns } = require('./replicate')
 const { primaryColumns } = require('./primaries')
 const { roundChurn } = require('./round-churn')
-const { withScratch, own } = require('./scratch')
-const { readInput, fillHotKeys, staleSlices, copyOf } = require('./round-input')
+const { withScratch, own, copyOf } = require('./scratch')
+const { readInput, staleSlices } = require('./round-input')
 
 /**
  * The Chopper balancing strategy (paper 5.2): one round runs merge, move and

@@ -189,7 +189,7 @@ function appendSet (sets, first, names, indexOf, check = false) {
  * never shares its object: toResultSlices).
  * @returns {{ cols: Columns, rep: Int32Array, sets: ReplicaSets, moving: Uint8Array }|null}
  */
-function toColumnsWithSets (slices, index, loads, hotKeys = null, check = false) {
+function toColumnsWithSets (slices, index, loads, check = false) {
   const n = slices.length
   const c = new Columns(n)
   const rep = take(Int32Array, n, -1)
@@ -203,7 +203,7 @@ function toColumnsWithSets (slices, index, loads, hotKeys = null, check = false)
       if (!plainSlice(s, expected)) return null
       expected = s.end
     }
-    fillSlice(c, i, s, index, loads, hotKeys)
+    fillSlice(c, i, s, index, loads)
     if (s.moving !== undefined) moving[i] = 1
     const names = s.servers
     // an unknown id is looked up as undefined, which an Int32Array stores as 0
@@ -262,21 +262,28 @@ function frozenFlags (index, frozen) {
  */
 function toColumns (slices, index, loads, hotKeys = null) {
   const c = new Columns(slices.length)
-  for (let i = 0; i < slices.length; i++) fillSlice(c, i, slices[i], index, loads, hotKeys)
+  for (let i = 0; i < slices.length; i++) fillSlice(c, i, slices[i], index, loads)
+  if (hotKeys) fillHotKeys(c, hotKeys)
   return c
 }
 
 /** Slice i of the columns from the object `s` (see toColumns). */
-function fillSlice (c, i, s, index, loads, hotKeys) {
+function fillSlice (c, i, s, index, loads) {
   c.start[i] = s.start
   c.end[i] = s.end
   c.owner[i] = index.indexOf.get(s.servers[0])
   c.load[i] = loads ? loads[i] : s.load
   c.src[i] = i
-  const h = hotKeys && hotKeys[i]
-  if (h) {
-    c.hot[i] = h.key
-    c.hotLoad[i] = h.load
+}
+
+/** Each slice's hottest key (resolved inputs.hotKeys, by slice; null for none) into the columns. */
+function fillHotKeys (c, hotKeys) {
+  for (let i = 0; i < c.n; i++) {
+    const h = hotKeys[i]
+    if (h) {
+      c.hot[i] = h.key
+      c.hotLoad[i] = h.load
+    }
   }
 }
 
@@ -361,4 +368,4 @@ function toWorking (c, index, srcSlices) {
   return out
 }
 
-module.exports = { Columns, ReplicaSets, indexSets, indexServers, frozenFlags, toColumns, toColumnsWithSets, serversOf, toResultSlices, toWorking }
+module.exports = { Columns, ReplicaSets, indexSets, indexServers, frozenFlags, toColumns, toColumnsWithSets, fillHotKeys, serversOf, toResultSlices, toWorking }

@@ -6,15 +6,7 @@ const { toLoads } = require('./inputs')
 const { take } = require('./scratch')
 
 // The chopper round's input (./chopper.js): the assignment checked and read
-// into columns in one pass, the period's hot keys placed in them, and which
-// slices a frozen server holds.
-
-/** A lent copy of a typed array. */
-function copyOf (a) {
-  const out = take(a.constructor, a.length)
-  out.set(a)
-  return out
-}
+// into columns in one pass, and which slices a frozen server holds.
 
 /**
  * The round's input, validated as validateAssignment does, and read into
@@ -43,23 +35,12 @@ function readInput (assignment, loads, replicate) {
     throw err
   }
   const index = indexServers(Object.keys(assignment.servers))
-  let read = toColumnsWithSets(assignment.slices, index, load, null, true)
+  let read = toColumnsWithSets(assignment.slices, index, load, true)
   if (read === null) {
     validateAssignment(assignment) // throws, naming the fault
     read = toColumnsWithSets(assignment.slices, index, load) // valid, but not a plain slice: one with holders
   }
   return { load, index, read }
-}
-
-/** Each slice's hottest key (resolved inputs.hotKeys) into the columns, as fillSlice would. */
-function fillHotKeys (c, hotKeys) {
-  for (let i = 0; i < c.n; i++) {
-    const h = hotKeys[i]
-    if (h) {
-      c.hot[i] = h.key
-      c.hotLoad[i] = h.load
-    }
-  }
 }
 
 /** Per input slice, 1 when one of its servers is frozen (its load is a stale guess): hot-key cuts leave it. */
@@ -71,4 +52,4 @@ function staleSlices (c, slices, index, frozen) {
   return out
 }
 
-module.exports = { readInput, fillHotKeys, staleSlices, copyOf }
+module.exports = { readInput, staleSlices }

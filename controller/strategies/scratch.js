@@ -99,6 +99,13 @@ function withScratch (fn) {
   }
 }
 
+/** A lent copy of `a` (typed): the pool's, as take()'s arrays are. */
+function copyOf (a) {
+  const out = take(a.constructor, a.length)
+  out.set(a)
+  return out
+}
+
 /** A copy of `a` (typed) that the pool does not own. */
 function own (a) {
   const out = new a.constructor(a.length)
@@ -117,4 +124,4 @@ function lendFrom (n) {
   return was
 }
 
-module.exports = { take, withScratch, own, lendFrom }
+module.exports = { take, withScratch, own, copyOf, lendFrom }
